@@ -1,0 +1,7 @@
+"""``python -m feedline`` runs the command line."""
+
+import sys
+
+from feedline.cli import main
+
+sys.exit(main())

@@ -1,0 +1,26 @@
+"""Import optional dependencies with an error that names the extra to install.
+
+>>> np = require("numpy", extra="core")
+>>> require("no_such_module_xyz", extra="image")
+Traceback (most recent call last):
+...
+ImportError: no_such_module_xyz is needed for this feature: pip install 'feedline[image]'
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = ["require"]
+
+
+def require(module: str, *, extra: str) -> ModuleType:
+    """Import ``module`` or raise ``ImportError`` naming ``pip install 'feedline[extra]'``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        raise ImportError(
+            f"{top} is needed for this feature: pip install 'feedline[{extra}]'"
+        ) from exc

@@ -1,0 +1,76 @@
+"""Argument checks shared by every public constructor.
+
+Messages read "`batch_size` must be a positive int, got 0".
+
+>>> positive_int("batch_size", 4)
+4
+>>> positive_int("batch_size", 0)
+Traceback (most recent call last):
+...
+ValueError: `batch_size` must be a positive int, got 0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "positive_int",
+    "non_negative_int",
+    "optional_positive_int",
+    "one_of",
+    "callable_arg",
+    "probability",
+]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def positive_int(name: str, value: Any) -> int:
+    """Return ``value`` if it is an int > 0, else raise ``ValueError``/``TypeError``."""
+    if not _is_int(value):
+        raise TypeError(f"`{name}` must be a positive int, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+    return value
+
+
+def non_negative_int(name: str, value: Any) -> int:
+    """Return ``value`` if it is an int >= 0, else raise ``ValueError``/``TypeError``."""
+    if not _is_int(value):
+        raise TypeError(f"`{name}` must be a non-negative int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"`{name}` must be a non-negative int, got {value!r}")
+    return value
+
+
+def optional_positive_int(name: str, value: Any) -> int | None:
+    """Like :func:`positive_int` but ``None`` passes through."""
+    return None if value is None else positive_int(name, value)
+
+
+def one_of(name: str, value: Any, choices: tuple) -> Any:
+    """Return ``value`` if it is one of ``choices``, else raise ``ValueError``."""
+    if value not in choices:
+        options = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"`{name}` must be one of {options}, got {value!r}")
+    return value
+
+
+def callable_arg(name: str, value: Any) -> Callable:
+    """Return ``value`` if it is callable, else raise ``TypeError``."""
+    if not callable(value):
+        raise TypeError(f"`{name}` must be callable, got {type(value).__name__} {value!r}")
+    return value
+
+
+def probability(name: str, value: Any) -> float:
+    """Return ``value`` as a float if it lies in [0, 1], else raise ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{name}` must be a number in [0, 1], got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"`{name}` must be a number in [0, 1], got {value!r}")
+    return float(value)

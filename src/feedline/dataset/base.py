@@ -1,0 +1,391 @@
+"""The :class:`Dataset`: a lazy pipeline of stages.
+
+A ``Dataset`` is a description — a source followed by stages — and building an
+iterator from it does the work. Every stage lives in its own module of
+:mod:`feedline.dataset`; the methods here only construct them.
+
+Semantics shared by every stage:
+
+* ``iter(ds)``, ``ds()`` and ``ds.iterator()`` each return a fresh iterator, so a
+  ``Dataset`` *is* a PaddlePaddle reader and can be iterated any number of times.
+* Each top-level iteration has an *epoch* number (0, 1, 2, ... in the order iterations
+  are started). Seeded stages (``shuffle``, ``global_shuffle``) derive their order from
+  ``(seed, epoch)``, so every iteration gets a new order and the sequence of orders is
+  the same in every run with the same seed (tf.data's ``reshuffle_each_iteration``).
+* ``it.get_state()`` returns a small JSON-serialisable dict; ``ds.iterator(state)``
+  continues with exactly the items the uninterrupted iterator would have produced next.
+
+>>> ds = Dataset.range(10).map(lambda x: x * x).filter(lambda x: x % 2 == 0).batch(2)
+>>> it = ds.iterator()
+>>> next(it)
+[0, 4]
+>>> state = it.get_state()
+>>> list(ds.iterator(state))
+[[16, 36], [64]]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
+
+from feedline._validate import callable_arg, non_negative_int, optional_positive_int, positive_int
+from feedline.dataset.iterator import DatasetIterator, check_state
+from feedline.exceptions import StateError
+
+__all__ = ["Dataset", "RandomAccessDataset", "BuildContext", "PipelineIterator"]
+
+T = TypeVar("T")
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a stage needs to know when its iterator is built.
+
+    ``epoch`` seeds per-iteration randomness; ``stats`` is a statistics collector (or
+    ``None``) that wraps every stage iterator to time it.
+    """
+
+    epoch: int = 0
+    stats: Any = None
+
+    def with_epoch(self, epoch: int) -> BuildContext:
+        return replace(self, epoch=epoch)
+
+
+class Dataset(Generic[T]):
+    """A lazy pipeline: a source, then stages. See the module docstring.
+
+    Subclasses implement :meth:`_make_iterator`; ``_parents`` lists the datasets a stage
+    reads from (for statistics and pretty-printing).
+    """
+
+    _parents: tuple[Dataset, ...] = ()
+
+    def __init__(self) -> None:
+        self._iterations = 0
+
+    # ------------------------------------------------------------------ building
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator[T]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _build(self, ctx: BuildContext) -> DatasetIterator[T]:
+        """Build this stage's iterator (wrapped for statistics when collecting)."""
+        it = self._make_iterator(ctx)
+        if ctx.stats is not None:
+            it = ctx.stats.wrap(self, it)
+        return it
+
+    @property
+    def name(self) -> str:
+        """Short human-readable name of the stage, e.g. ``map(decode)``."""
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        chain = []
+        node: Dataset | None = self
+        while node is not None:
+            chain.append(node.name)
+            node = node._parents[0] if node._parents else None
+        return "Dataset(" + " <- ".join(chain) + ")"
+
+    # ------------------------------------------------------------------ iterating
+    def iterator(self, state: dict | None = None, *, stats: Any = None) -> PipelineIterator[T]:
+        """Return a fresh iterator; with ``state`` (from ``get_state()``), resume there.
+
+        ``stats``: a :class:`feedline.runtime.stats.PipelineStats` (or ``True`` for a new
+        one) that records per-stage timing; read it with ``it.stats()``.
+        """
+        if stats is True:
+            from feedline.runtime.stats import PipelineStats
+
+            stats = PipelineStats()
+        if state is None:
+            epoch = self._iterations
+            self._iterations += 1
+            it = self._build(BuildContext(epoch=epoch, stats=stats))
+            return PipelineIterator(it, epoch, stats)
+        check_state(state, "pipeline", ("version", "epoch", "stages"))
+        if state["version"] != STATE_VERSION:
+            raise StateError(
+                f"state version {state['version']} is not supported (expected {STATE_VERSION})"
+            )
+        epoch = non_negative_int("state['epoch']", state["epoch"])
+        self._iterations = max(self._iterations, epoch + 1)
+        it = self._build(BuildContext(epoch=epoch, stats=stats))
+        try:
+            it.set_state(state["stages"])
+        except BaseException:
+            it.close()
+            raise
+        return PipelineIterator(it, epoch, stats)
+
+    def __iter__(self) -> Iterator[T]:
+        return self.iterator()
+
+    def __call__(self) -> Iterator[T]:
+        """A Dataset is a PaddlePaddle reader: calling it returns a fresh iterator."""
+        return self.iterator()
+
+    def to_list(self) -> list[T]:
+        """Iterate once and return every item (closes the iterator)."""
+        with self.iterator() as it:
+            return list(it)
+
+    # ------------------------------------------------------------------ sources
+    @staticmethod
+    def from_iterable(iterable: Iterable[T], *, deterministic: bool | None = None) -> Dataset[T]:
+        """A dataset over ``iterable``; see :func:`feedline.dataset.sources.from_iterable`."""
+        from feedline.dataset.sources import from_iterable
+
+        return from_iterable(iterable, deterministic=deterministic)
+
+    @staticmethod
+    def from_reader(reader: Callable[[], Iterable[T]], *, deterministic: bool = False) -> Dataset[T]:
+        """A dataset over a PaddlePaddle reader; see :func:`feedline.dataset.sources.from_reader`."""
+        from feedline.dataset.sources import from_reader
+
+        return from_reader(reader, deterministic=deterministic)
+
+    @staticmethod
+    def from_arrays(*arrays: Sequence) -> RandomAccessDataset:
+        """Preloaded data; see :func:`feedline.dataset.sources.from_arrays`."""
+        from feedline.dataset.sources import from_arrays
+
+        return from_arrays(*arrays)
+
+    @staticmethod
+    def range(*args: int) -> RandomAccessDataset[int]:
+        """``Dataset.range(stop)`` / ``range(start, stop[, step])`` of ints, random access."""
+        from feedline.dataset.sources import range_dataset
+
+        return range_dataset(*args)
+
+    @staticmethod
+    def from_random_access(source: Any) -> RandomAccessDataset:
+        """Any object with ``__len__`` and ``__getitem__(int)``, as a random-access dataset."""
+        from feedline.dataset.sources import from_random_access
+
+        return from_random_access(source)
+
+    @staticmethod
+    def from_source(factory: Callable[[], DatasetIterator[T]], *, name: str = "source") -> Dataset[T]:
+        """A dataset whose iterators come from ``factory()`` (a stateful record reader)."""
+        from feedline.dataset.sources import from_source
+
+        return from_source(factory, name=name)
+
+    # ------------------------------------------------------------------ stages
+    def map(
+        self,
+        fn: Callable[[T], Any],
+        *,
+        workers: int | str = 0,
+        ordered: bool = True,
+        seed: int | None = None,
+        name: str | None = None,
+        buffer_size: int | None = None,
+    ) -> Dataset:
+        """Apply ``fn`` to every item; see :mod:`feedline.dataset.map`."""
+        from feedline.dataset.map import map_dataset
+
+        return map_dataset(
+            self, fn, workers=workers, ordered=ordered, seed=seed, name=name,
+            buffer_size=buffer_size,
+        )
+
+    def filter(self, predicate: Callable[[T], bool]) -> Dataset[T]:
+        """Keep the items for which ``predicate(item)`` is true."""
+        from feedline.dataset.filter import FilterDataset
+
+        return FilterDataset(self, callable_arg("predicate", predicate))
+
+    def flat_map(self, fn: Callable[[T], Iterable[Any]]) -> Dataset:
+        """Replace every item by the 0..n items of ``fn(item)``, in order."""
+        from feedline.dataset.flat_map import FlatMapDataset
+
+        return FlatMapDataset(self, callable_arg("fn", fn))
+
+    def shuffle(self, buffer_size: int, *, seed: int | None = None) -> Dataset[T]:
+        """Buffer shuffle with TF's ``min_after_dequeue`` meaning; see :mod:`feedline.dataset.shuffle`."""
+        from feedline.dataset.shuffle import ShuffleDataset
+
+        return ShuffleDataset(self, positive_int("buffer_size", buffer_size), seed=seed)
+
+    def global_shuffle(self, *, seed: int | None = None) -> RandomAccessDataset[T]:
+        """Shuffle a random-access dataset by a seeded permutation, new each epoch."""
+        from feedline.dataset.global_shuffle import GlobalShuffleDataset
+
+        if not isinstance(self, RandomAccessDataset):
+            raise TypeError(
+                f"global_shuffle needs a random-access dataset (len + getitem), got {self.name}; "
+                "use shuffle(buffer_size) for streams"
+            )
+        return GlobalShuffleDataset(self, seed=seed)
+
+    def batch(
+        self, batch_size: int, *, drop_last: bool = False, collate: Callable | str | None = None
+    ) -> Dataset:
+        """Group consecutive items into lists (or ``collate(list)``); see :mod:`feedline.dataset.batch`."""
+        from feedline.dataset.batch import BatchDataset
+
+        return BatchDataset(self, positive_int("batch_size", batch_size), drop_last=drop_last,
+                            collate=collate)
+
+    def take(self, n: int) -> Dataset[T]:
+        """The first ``n`` items (fewer if the dataset is shorter)."""
+        from feedline.dataset.take import TakeDataset
+
+        return TakeDataset(self, non_negative_int("n", n))
+
+    def skip(self, n: int) -> Dataset[T]:
+        """Every item after the first ``n``."""
+        from feedline.dataset.take import SkipDataset
+
+        return SkipDataset(self, non_negative_int("n", n))
+
+    def repeat(self, epochs: int | None = None) -> Dataset[T]:
+        """Iterate ``epochs`` times (forever when ``None``), a new epoch number each time."""
+        from feedline.dataset.repeat import RepeatDataset
+
+        return RepeatDataset(self, optional_positive_int("epochs", epochs))
+
+    def prefetch(self, buffer_size: int | str = 2) -> Dataset[T]:
+        """Produce up to ``buffer_size`` items ahead in a background thread."""
+        from feedline.dataset.prefetch import PrefetchDataset
+
+        return PrefetchDataset(self, buffer_size)
+
+    def concat(self, *others: Dataset) -> Dataset:
+        """This dataset's items, then each of ``others``' items."""
+        from feedline.dataset.concat import ConcatDataset
+
+        return ConcatDataset((self, *others))
+
+    def zip(self, *others: Dataset, strict: bool = False) -> Dataset[tuple]:
+        """Tuples of one item from each dataset; ends with the shortest (``strict``: all
+        must end together)."""
+        from feedline.dataset.zip import ZipDataset
+
+        return ZipDataset((self, *others), strict=strict)
+
+    def apply(self, transformation: Callable[[Dataset[T]], Dataset]) -> Dataset:
+        """``transformation(self)``: chain a custom dataset-to-dataset function."""
+        return callable_arg("transformation", transformation)(self)
+
+
+class PipelineIterator(DatasetIterator[T]):
+    """The iterator a :class:`Dataset` returns: the last stage plus the epoch number.
+
+    ``get_state()`` returns ``{"type": "pipeline", "version", "epoch", "stages"}``.
+    """
+
+    def __init__(self, it: DatasetIterator[T], epoch: int, stats: Any = None) -> None:
+        self._it = it
+        self.epoch = epoch
+        self._stats = stats
+        self._closed = False
+
+    def __next__(self) -> T:
+        return next(self._it)
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "type": "pipeline",
+            "version": STATE_VERSION,
+            "epoch": self.epoch,
+            "stages": self._it.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        check_state(state, "pipeline", ("version", "epoch", "stages"))
+        if state["epoch"] != self.epoch:
+            raise StateError(
+                f"state is for epoch {state['epoch']}, this iterator runs epoch {self.epoch}; "
+                "use dataset.iterator(state)"
+            )
+        self._it.set_state(state["stages"])
+
+    def stats(self) -> Any:
+        """The statistics collected so far (needs ``dataset.iterator(stats=True)``)."""
+        if self._stats is None:
+            raise StateError("statistics were not collected: use dataset.iterator(stats=True)")
+        return self._stats.report()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._it.close()
+
+
+class RandomAccessDataset(Dataset[T]):
+    """A dataset with ``len`` and ``__getitem__``; iterating reads indices in order.
+
+    Indices at or beyond ``len`` wrap around: ``ds[i] == ds[i % len(ds)]`` for plain
+    sources, while seeded stages such as :meth:`global_shuffle` use ``i // len(ds)`` as
+    the epoch. Iteration number ``e`` reads indices ``e*len .. (e+1)*len - 1``, which is
+    how every epoch of a global shuffle gets a new order.
+
+    Subclasses implement ``__len__`` and ``_getitem(i)`` for any ``i >= 0``.
+    """
+
+    def __len__(self) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _getitem(self, index: int) -> T:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __getitem__(self, index: int) -> T:
+        if isinstance(index, bool) or not isinstance(index, int):
+            try:
+                index = index.__index__()
+            except AttributeError:
+                raise TypeError(f"dataset indices must be ints, got {index!r}") from None
+        n = len(self)
+        if index < 0:
+            index += n
+            if index < 0:
+                raise IndexError(f"index {index - n} out of range for a dataset of {n} items")
+        return self._getitem(index)
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator[T]:
+        return IndexIterator(self, ctx.epoch)
+
+
+class IndexIterator(DatasetIterator[T]):
+    """Reads ``ds[epoch*len + k]`` for ``k = 0 .. len-1``; state ``{"next": k}``."""
+
+    def __init__(self, ds: RandomAccessDataset[T], epoch: int) -> None:
+        self._ds = ds
+        self._n = len(ds)
+        self._base = epoch * self._n
+        self._k = 0
+
+    def __next__(self) -> T:
+        k = self._k
+        if k >= self._n:
+            raise StopIteration
+        item = self._ds._getitem(self._base + k)
+        self._k = k + 1
+        return item
+
+    def get_state(self) -> dict[str, Any]:
+        return {"type": "index", "next": self._k, "len": self._n}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        check_state(state, "index", ("next", "len"))
+        if state["len"] != self._n:
+            raise StateError(
+                f"state is for a dataset of {state['len']} items, this one has {self._n}"
+            )
+        self._k = non_negative_int("state['next']", state["next"])
+
+
+def _json_size(state: dict) -> int:
+    """Size in bytes of ``state`` as JSON (used by tests that check states stay small)."""
+    return len(json.dumps(state))
+

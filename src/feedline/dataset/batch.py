@@ -1,0 +1,71 @@
+"""``Dataset.batch``: group consecutive items.
+
+Each batch is a ``list`` of ``batch_size`` items (PaddlePaddle's batch reader), or
+``collate(list)`` when ``collate`` is given (``"numpy"`` stacks arrays, see
+:mod:`feedline.dataset.collate`). The last, smaller batch is kept unless
+``drop_last=True``. The state is the parent's state between two batches.
+
+>>> Dataset.range(5).batch(2).to_list()
+[[0, 1], [2, 3], [4]]
+>>> Dataset.range(5).batch(2, drop_last=True, collate="numpy").to_list()[1].tolist()
+[2, 3]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import islice
+from typing import Any
+
+from feedline.dataset.base import BuildContext, Dataset
+from feedline.dataset.collate import resolve_collate
+from feedline.dataset.iterator import DatasetIterator
+
+__all__ = ["BatchDataset"]
+
+
+class BatchDataset(Dataset):
+    """Batches of ``batch_size`` consecutive items of the parent."""
+
+    def __init__(
+        self, parent: Dataset, batch_size: int, *, drop_last: bool, collate: Callable | str | None
+    ) -> None:
+        super().__init__()
+        self._parents = (parent,)
+        self._batch_size = batch_size
+        self._drop_last = bool(drop_last)
+        self._collate = resolve_collate(collate)
+
+    @property
+    def name(self) -> str:
+        return f"batch({self._batch_size})"
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
+        return _BatchIterator(
+            self._parents[0]._build(ctx), self._batch_size, self._drop_last, self._collate
+        )
+
+
+class _BatchIterator(DatasetIterator):
+    def __init__(
+        self, parent: DatasetIterator, batch_size: int, drop_last: bool, collate: Callable | None
+    ) -> None:
+        self._parent = parent
+        self._batch_size = batch_size
+        self._drop_last = drop_last
+        self._collate = collate
+
+    def __next__(self) -> Any:
+        items = list(islice(self._parent, self._batch_size))
+        if not items or (self._drop_last and len(items) < self._batch_size):
+            raise StopIteration
+        return items if self._collate is None else self._collate(items)
+
+    def get_state(self) -> dict[str, Any]:
+        return self._parent.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._parent.set_state(state)
+
+    def close(self) -> None:
+        self._parent.close()

@@ -1,0 +1,97 @@
+"""The iterator protocol every pipeline stage implements.
+
+A :class:`DatasetIterator` is a Python iterator that can also report where it is and
+jump back there:
+
+* ``get_state()`` returns a small JSON-serialisable ``dict`` describing the position:
+  the items already produced are exactly the ones that will *not* be produced again.
+* ``set_state(state)`` moves a fresh iterator of the same pipeline to that position, so
+  that it yields exactly the items the uninterrupted iterator would have yielded next.
+* ``close()`` releases threads, processes, files; it is idempotent and also runs when the
+  iterator is garbage collected or used as a context manager.
+
+A stage that cannot capture its position raises
+:class:`~feedline.exceptions.StateNotSupportedError` from ``get_state`` — never a state
+that would restore to the wrong data.
+
+>>> class Count(DatasetIterator):
+...     def __init__(self, n):
+...         self.i, self.n = 0, n
+...     def __next__(self):
+...         if self.i >= self.n:
+...             raise StopIteration
+...         self.i += 1
+...         return self.i - 1
+...     def get_state(self):
+...         return {"i": self.i}
+...     def set_state(self, state):
+...         self.i = state["i"]
+>>> it = Count(5); next(it); s = it.get_state(); next(it)
+0
+1
+>>> it2 = Count(5); it2.set_state(s); list(it2)
+[1, 2, 3, 4]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from feedline.exceptions import StateError
+
+__all__ = ["DatasetIterator", "check_state"]
+
+T = TypeVar("T")
+
+
+class DatasetIterator(Iterator[T]):
+    """Base class of stage iterators; see the module docstring for the contract."""
+
+    def __iter__(self) -> DatasetIterator[T]:
+        return self
+
+    def __next__(self) -> T:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def get_state(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def set_state(self, state: dict[str, Any]) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release resources; idempotent. The default has nothing to release."""
+
+    def __enter__(self) -> DatasetIterator[T]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finaliser
+            pass
+
+
+def check_state(state: Any, kind: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """Validate that ``state`` is a dict made by the stage ``kind`` with ``keys``.
+
+    >>> check_state({"type": "take", "count": 1}, "take", ("count",))
+    {'type': 'take', 'count': 1}
+    >>> check_state({"type": "map"}, "take", ("count",))
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.StateError: state was made by stage 'map', not by 'take'
+    """
+    if not isinstance(state, dict):
+        raise StateError(f"state for stage {kind!r} must be a dict, got {type(state).__name__}")
+    made_by = state.get("type")
+    if made_by != kind:
+        raise StateError(f"state was made by stage {made_by!r}, not by {kind!r}")
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise StateError(f"state for stage {kind!r} lacks {', '.join(missing)}")
+    return state

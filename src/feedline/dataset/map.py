@@ -1,0 +1,118 @@
+"""``Dataset.map``: apply a function to every item.
+
+* ``workers=0`` (default) runs ``fn`` in the consuming thread. Over a random-access
+  dataset the result stays random access (``ds.map(f)[i] == f(ds[i])``).
+* ``workers=N`` runs ``fn`` in ``N`` worker processes (see
+  :mod:`feedline.dataset.parallel_map`): ``ordered=True`` keeps the source order,
+  ``ordered=False`` yields results as they are ready. ``workers="auto"`` picks the count
+  by measuring. ``seed`` seeds the workers' ``random``/``numpy``/``torch`` generators per
+  (seed, worker, epoch).
+
+The state of an in-thread map is its parent's state: ``fn`` is applied to whatever the
+parent yields next.
+
+>>> Dataset.range(4).map(lambda x: x + 10).to_list()
+[10, 11, 12, 13]
+>>> Dataset.range(4).map(lambda x: x + 10)[2]
+12
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from feedline._validate import callable_arg, optional_positive_int
+from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
+from feedline.dataset.iterator import DatasetIterator
+
+__all__ = ["map_dataset", "MapDataset", "RandomAccessMapDataset"]
+
+
+def _fn_name(fn: Callable) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def map_dataset(
+    parent: Dataset,
+    fn: Callable,
+    *,
+    workers: int | str = 0,
+    ordered: bool = True,
+    seed: int | None = None,
+    name: str | None = None,
+    buffer_size: int | None = None,
+) -> Dataset:
+    """Build the right map stage for ``workers``; see the module docstring."""
+    callable_arg("fn", fn)
+    label = name or f"map({_fn_name(fn)})"
+    optional_positive_int("buffer_size", buffer_size)
+    if workers == "auto" or (isinstance(workers, int) and not isinstance(workers, bool) and workers > 0):
+        from feedline.dataset.parallel_map import ParallelMapDataset
+
+        return ParallelMapDataset(
+            parent, fn, workers=workers, ordered=ordered, seed=seed, name=label,
+            buffer_size=buffer_size,
+        )
+    if workers != 0:
+        raise ValueError(f"`workers` must be a non-negative int or 'auto', got {workers!r}")
+    if isinstance(parent, RandomAccessDataset):
+        return RandomAccessMapDataset(parent, fn, label)
+    return MapDataset(parent, fn, label)
+
+
+class MapDataset(Dataset):
+    """In-thread map over a stream."""
+
+    def __init__(self, parent: Dataset, fn: Callable, name: str) -> None:
+        super().__init__()
+        self._parents = (parent,)
+        self._fn = fn
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
+        return _MapIterator(self._parents[0]._build(ctx), self._fn)
+
+
+class _MapIterator(DatasetIterator):
+    __slots__ = ("_parent", "_fn")
+
+    def __init__(self, parent: DatasetIterator, fn: Callable) -> None:
+        self._parent = parent
+        self._fn = fn
+
+    def __next__(self) -> Any:
+        return self._fn(next(self._parent))
+
+    def get_state(self) -> dict[str, Any]:
+        return self._parent.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._parent.set_state(state)
+
+    def close(self) -> None:
+        self._parent.close()
+
+
+class RandomAccessMapDataset(RandomAccessDataset):
+    """In-thread map over a random-access dataset; stays random access."""
+
+    def __init__(self, parent: RandomAccessDataset, fn: Callable, name: str) -> None:
+        super().__init__()
+        self._parents = (parent,)
+        self._fn = fn
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def __len__(self) -> int:
+        return len(self._parents[0])
+
+    def _getitem(self, index: int) -> Any:
+        return self._fn(self._parents[0]._getitem(index))

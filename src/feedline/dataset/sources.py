@@ -1,0 +1,314 @@
+"""Where pipelines start: readers, iterables, preloaded arrays, ranges, record readers.
+
+Random-access sources (``from_arrays``, ``range``, ``from_iterable`` over a sequence,
+``from_random_access``) resume in O(1) and support :meth:`Dataset.global_shuffle`.
+Stream sources resume by replaying and skipping, which is only correct when every
+iteration yields the same items in the same order; they therefore refuse to report a
+state unless told ``deterministic=True`` — a one-shot generator can never resume.
+
+>>> Dataset.from_arrays([1, 2, 3], ["a", "b", "c"])[1]
+(2, 'b')
+>>> ds = Dataset.from_reader(lambda: iter([5, 6, 7]), deterministic=True)
+>>> it = ds.iterator(); next(it)
+5
+>>> list(ds.iterator(it.get_state()))
+[6, 7]
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from feedline._validate import callable_arg, non_negative_int
+from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
+from feedline.dataset.iterator import DatasetIterator, check_state
+from feedline.exceptions import StateError, StateNotSupportedError
+
+__all__ = [
+    "from_iterable",
+    "from_reader",
+    "from_arrays",
+    "range_dataset",
+    "from_random_access",
+    "from_source",
+    "SequenceDataset",
+    "ReaderDataset",
+    "SourceDataset",
+]
+
+
+class SequenceDataset(RandomAccessDataset):
+    """Random access over an object with ``__len__`` and ``__getitem__``."""
+
+    def __init__(self, seq: Any, name: str = "sequence") -> None:
+        super().__init__()
+        self._seq = seq
+        self._len = len(seq)
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return f"{self._name}[{self._len}]"
+
+    def __len__(self) -> int:
+        return self._len
+
+    def _getitem(self, index: int) -> Any:
+        return self._seq[index % self._len]
+
+
+class _ArraysSource:
+    __slots__ = ("arrays",)
+
+    def __init__(self, arrays: tuple) -> None:
+        self.arrays = arrays
+
+    def __len__(self) -> int:
+        return len(self.arrays[0])
+
+    def __getitem__(self, i: int) -> tuple:
+        return tuple(a[i] for a in self.arrays)
+
+
+class _RangeSource:
+    __slots__ = ("r",)
+
+    def __init__(self, r: range) -> None:
+        self.r = r
+
+    def __len__(self) -> int:
+        return len(self.r)
+
+    def __getitem__(self, i: int) -> int:
+        return self.r[i]
+
+
+def from_arrays(*arrays: Sequence) -> RandomAccessDataset:
+    """Preloaded data (TF's ``slice_input_producer``): item ``i`` is ``arrays[0][i]`` for
+    one array, else the tuple ``(arrays[0][i], arrays[1][i], ...)``. All arrays must have
+    the same length. Random access, so it supports ``global_shuffle``.
+
+    >>> import numpy as np
+    >>> Dataset.from_arrays(np.arange(3), np.array([10, 20, 30])).map(lambda t: int(t[0] + t[1])).to_list()
+    [10, 21, 32]
+    """
+    if not arrays:
+        raise TypeError("from_arrays needs at least one array")
+    lengths = []
+    for i, a in enumerate(arrays):
+        try:
+            lengths.append(len(a))
+        except TypeError:
+            raise TypeError(
+                f"from_arrays: argument {i} must have a length, got {type(a).__name__}"
+            ) from None
+    if len(set(lengths)) != 1:
+        raise ValueError(f"from_arrays: arrays must have the same length, got lengths {lengths}")
+    if len(arrays) == 1:
+        return SequenceDataset(arrays[0], name="arrays")
+    return SequenceDataset(_ArraysSource(arrays), name="arrays")
+
+
+def range_dataset(*args: int) -> RandomAccessDataset:
+    """Integers like :func:`range` (``stop`` or ``start, stop[, step]``), random access.
+
+    >>> Dataset.range(2, 8, 3).to_list()
+    [2, 5]
+    """
+    for a in args:
+        if isinstance(a, bool) or not isinstance(a, int):
+            raise TypeError(f"range arguments must be ints, got {a!r}")
+    return SequenceDataset(_RangeSource(builtins.range(*args)), name="range")
+
+
+def from_random_access(source: Any) -> RandomAccessDataset:
+    """Any object with ``__len__`` and ``__getitem__(int)`` as a random-access dataset."""
+    if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
+        raise TypeError(
+            f"from_random_access needs __len__ and __getitem__, got {type(source).__name__}"
+        )
+    return SequenceDataset(source, name=type(source).__name__)
+
+
+def from_iterable(iterable: Iterable, *, deterministic: bool | None = None) -> Dataset:
+    """A dataset over ``iterable``.
+
+    * a sequence (``list``, ``tuple``, numpy array, ``range`` ...) becomes a random-access
+      dataset;
+    * a one-shot iterator (a generator object, ``iter(x)``) can be iterated once and
+      cannot resume: ``get_state`` raises :class:`StateNotSupportedError`, and a second
+      iteration raises :class:`StateError` instead of silently yielding nothing;
+    * any other iterable is iterated afresh each time; it resumes by replay only when
+      ``deterministic=True`` (it yields the same items in the same order every time).
+    """
+    if isinstance(iterable, (str, bytes)):
+        raise TypeError("from_iterable: a str/bytes is not a dataset of items; wrap it in a list")
+    if hasattr(iterable, "__len__") and hasattr(iterable, "__getitem__") and not isinstance(
+        iterable, dict
+    ):
+        return SequenceDataset(iterable, name=type(iterable).__name__)
+    try:
+        it = iter(iterable)
+    except TypeError:
+        raise TypeError(f"from_iterable needs an iterable, got {type(iterable).__name__}") from None
+    if it is iterable:
+        return _OneShotDataset(it)
+    return ReaderDataset(lambda: iterable, deterministic=bool(deterministic), name="iterable")
+
+
+def from_reader(reader: Callable[[], Iterable], *, deterministic: bool = False) -> Dataset:
+    """A dataset over a PaddlePaddle reader (a zero-argument callable returning an iterable).
+
+    Each iteration calls ``reader()`` once. With ``deterministic=True`` the iterator
+    resumes by calling ``reader()`` again and skipping the items already produced;
+    without it, ``get_state`` raises :class:`StateNotSupportedError`.
+    """
+    callable_arg("reader", reader)
+    if isinstance(reader, Dataset):
+        return reader
+    return ReaderDataset(reader, deterministic=deterministic, name=_callable_name(reader))
+
+
+def from_source(factory: Callable[[], DatasetIterator], *, name: str = "source") -> Dataset:
+    """A dataset whose iterators are made by ``factory()`` — an object implementing the
+    :class:`DatasetIterator` protocol (``get_state``/``set_state``/``close``), such as the
+    record-file readers of :mod:`feedline.tfrecord` and :mod:`feedline.recordio`."""
+    return SourceDataset(callable_arg("factory", factory), name=name)
+
+
+def _callable_name(fn: Callable) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+class ReaderDataset(Dataset):
+    """Stream source calling a reader once per iteration."""
+
+    def __init__(self, reader: Callable[[], Iterable], *, deterministic: bool, name: str) -> None:
+        super().__init__()
+        self._reader = reader
+        self._deterministic = deterministic
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return f"reader({self._name})"
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
+        return _ReaderIterator(self._reader, self._deterministic, self.name)
+
+
+class _ReaderIterator(DatasetIterator):
+    def __init__(self, reader: Callable[[], Iterable], deterministic: bool, name: str) -> None:
+        self._reader = reader
+        self._deterministic = deterministic
+        self._name = name
+        self._it: Iterator | None = None
+        self._count = 0
+
+    def __next__(self) -> Any:
+        if self._it is None:
+            self._it = iter(self._reader())
+        item = next(self._it)
+        self._count += 1
+        return item
+
+    def get_state(self) -> dict[str, Any]:
+        if not self._deterministic:
+            raise StateNotSupportedError(
+                f"{self._name} cannot report its position: a reader may yield different items "
+                "on every call. Pass deterministic=True to from_reader/from_iterable if it "
+                "always yields the same items in the same order (then it resumes by replay)"
+            )
+        return {"type": "reader", "count": self._count}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if not self._deterministic:
+            raise StateNotSupportedError(f"{self._name} cannot resume: it is not deterministic")
+        check_state(state, "reader", ("count",))
+        count = non_negative_int("state['count']", state["count"])
+        self.close()
+        self._it = iter(self._reader())
+        for skipped in builtins.range(count):
+            try:
+                next(self._it)
+            except StopIteration:
+                raise StateError(
+                    f"{self._name} ended after {skipped} items while resuming to item {count}; "
+                    "it is not deterministic"
+                ) from None
+        self._count = count
+
+    def close(self) -> None:
+        it, self._it = self._it, None
+        closer = getattr(it, "close", None)
+        if closer is not None:
+            closer()
+
+
+class _OneShotDataset(Dataset):
+    """A one-shot iterator: iterable once, never resumable."""
+
+    def __init__(self, it: Iterator) -> None:
+        super().__init__()
+        self._it: Iterator | None = it
+
+    @property
+    def name(self) -> str:
+        return "one-shot iterator"
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
+        it, self._it = self._it, None
+        if it is None:
+            raise StateError(
+                "this dataset wraps a one-shot iterator (e.g. a generator object) that was "
+                "already iterated; pass a reader (a function returning a fresh iterable) instead"
+            )
+        return _OneShotIterator(it)
+
+
+class _OneShotIterator(DatasetIterator):
+    def __init__(self, it: Iterator) -> None:
+        self._it = it
+
+    def __next__(self) -> Any:
+        return next(self._it)
+
+    def get_state(self) -> dict[str, Any]:
+        raise StateNotSupportedError(
+            "a one-shot iterator (e.g. a generator object) cannot report its position; use "
+            "Dataset.from_reader(fn, deterministic=True) with a function returning a fresh "
+            "iterable, or a random-access source"
+        )
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.get_state()
+
+    def close(self) -> None:
+        closer = getattr(self._it, "close", None)
+        if closer is not None:
+            closer()
+
+
+class SourceDataset(Dataset):
+    """Stream source built from a factory of :class:`DatasetIterator` objects."""
+
+    def __init__(self, factory: Callable[[], DatasetIterator], *, name: str) -> None:
+        super().__init__()
+        self._factory = factory
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
+        it = self._factory()
+        for attr in ("get_state", "set_state"):
+            if not callable(getattr(it, attr, None)):
+                raise TypeError(
+                    f"from_source: factory() must return a DatasetIterator with get_state and "
+                    f"set_state, got {type(it).__name__}"
+                )
+        return it

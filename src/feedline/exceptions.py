@@ -1,0 +1,178 @@
+"""Every exception feedline raises on purpose, in one module.
+
+Errors subclass the matching built-in so that ``except ValueError`` keeps working, and
+carry the facts a user needs to find the problem: the file, the record index and the
+byte offset (or line), the pipeline stage, the worker.
+
+Hierarchy::
+
+    FeedlineError
+    ├── DataError (ValueError)                 bad data met while reading or converting
+    │   ├── CorruptRecordError                 framing/CRC/length/magic/protobuf damage
+    │   ├── DecodeError                        a payload that does not decode (image, CSV field)
+    │   ├── MissingFeatureError (KeyError too) a required feature/column is absent
+    │   ├── ComposeNotAligned                  ``compose`` readers of different lengths
+    │   └── FeedError                          a sample the DataFeeder cannot convert
+    ├── StateError (RuntimeError)              iterator state problems
+    │   └── StateNotSupportedError             the pipeline cannot capture its position
+    ├── PipelineError (RuntimeError)           the runtime failed
+    │   ├── WorkerError                        a worker process or thread raised
+    │   └── WorkerDiedError                    a worker process died (signal, OOM killer)
+    ├── SharedMemoryError (OSError)            /dev/shm is missing or too small
+    └── CheckpointError (ValueError)           a checkpoint that is truncated or does not match
+
+Arguments that are wrong at construction time raise plain ``ValueError``/``TypeError``
+with a message such as "`batch_size` must be a positive int, got 0"; see
+:mod:`feedline._validate`.
+
+>>> from feedline.exceptions import CorruptRecordError
+>>> err = CorruptRecordError("data CRC mismatch", path="a.tfrecord", index=3, offset=120)
+>>> str(err)
+'a.tfrecord: record 3 at byte 120: data CRC mismatch'
+>>> isinstance(err, ValueError)
+True
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FeedlineError",
+    "DataError",
+    "CorruptRecordError",
+    "DecodeError",
+    "MissingFeatureError",
+    "ComposeNotAligned",
+    "FeedError",
+    "StateError",
+    "StateNotSupportedError",
+    "PipelineError",
+    "WorkerError",
+    "WorkerDiedError",
+    "SharedMemoryError",
+    "CheckpointError",
+    "RemoteTraceback",
+]
+
+
+class FeedlineError(Exception):
+    """Base class of every error feedline raises on purpose."""
+
+
+class DataError(FeedlineError, ValueError):
+    """Bad data met while reading, decoding or converting.
+
+    ``path``, ``index`` (record index, 0-based) and ``offset`` (byte offset of the record,
+    or ``line`` for text formats) locate the problem; any of them may be ``None`` when
+    the source has no such notion.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        index: int | None = None,
+        offset: int | None = None,
+        line: int | None = None,
+    ) -> None:
+        self.message = message
+        self.path = None if path is None else str(path)
+        self.index = index
+        self.offset = offset
+        self.line = line
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(self.path)
+        loc = []
+        if self.index is not None:
+            loc.append(f"record {self.index}")
+        if self.line is not None:
+            loc.append(f"line {self.line}")
+        if self.offset is not None:
+            loc.append(f"at byte {self.offset}")
+        if loc:
+            where.append(" ".join(loc))
+        return ": ".join([*where, self.message]) if where else self.message
+
+    def __reduce__(self):  # keep the keyword fields across pickling (worker processes)
+        return (
+            _rebuild_data_error,
+            (type(self), self.message, self.path, self.index, self.offset, self.line),
+        )
+
+
+def _rebuild_data_error(cls, message, path, index, offset, line):
+    return cls(message, path=path, index=index, offset=offset, line=line)
+
+
+class CorruptRecordError(DataError):
+    """A record whose framing is damaged: CRC mismatch, impossible length, truncated
+    tail, bad magic word, malformed protobuf."""
+
+
+class DecodeError(DataError):
+    """A payload whose framing is fine but whose content does not decode (a corrupt
+    JPEG, a CSV field that is not a number)."""
+
+
+class MissingFeatureError(DataError, KeyError):
+    """A required feature or column is absent from a record."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return self._format()
+
+
+class ComposeNotAligned(DataError):
+    """``compose(..., check_alignment=True)`` met readers that end at different items."""
+
+
+class FeedError(DataError):
+    """A sample that the DataFeeder cannot convert to its declared input type.
+
+    The message names the input, the sample's index in the batch, what was expected and
+    what came.
+    """
+
+
+class StateError(FeedlineError, RuntimeError):
+    """An iterator state that cannot be used (wrong pipeline, wrong version)."""
+
+
+class StateNotSupportedError(StateError):
+    """A stage cannot capture its position, e.g. a one-shot Python generator source."""
+
+
+class PipelineError(FeedlineError, RuntimeError):
+    """The runtime failed: a stage, thread or worker process could not go on."""
+
+
+class WorkerError(PipelineError):
+    """A worker raised an exception that could not be re-raised as its own type."""
+
+
+class WorkerDiedError(PipelineError):
+    """A worker process ended without reporting (killed by a signal, the OOM killer)."""
+
+
+class SharedMemoryError(FeedlineError, OSError):
+    """Shared memory (``/dev/shm``) is missing or too small for the requested buffers."""
+
+
+class CheckpointError(FeedlineError, ValueError):
+    """A checkpoint file that is truncated, corrupt, or made for a different model."""
+
+
+class RemoteTraceback(Exception):
+    """Carries the formatted traceback of an exception raised in another process or
+    thread; it is set as the ``__cause__`` of the re-raised exception so that the
+    consumer's traceback shows where the error really happened."""
+
+    def __init__(self, tb: str) -> None:
+        self.tb = tb
+        super().__init__(tb)
+
+    def __str__(self) -> str:
+        return "\n" + self.tb

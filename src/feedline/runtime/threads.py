@@ -1,0 +1,173 @@
+"""A bounded background thread that runs an iterator ahead of its consumer.
+
+:class:`BackgroundIterator` pulls items from a :class:`DatasetIterator` in a daemon
+thread named ``feedline-<stage>`` into a queue of at most ``buffer_size`` items.
+
+* Errors: an exception raised by the source (any ``BaseException`` except the thread's
+  own shutdown) is handed to the consumer, which re-raises the *same* exception object
+  with its original traceback and a note naming the stage — the consumer never waits
+  forever for an item that will not come.
+* Shutdown: ``close()`` (also on garbage collection, ``with``, ``break`` then drop) stops
+  the thread, joins it, and closes the source. The thread never holds a reference to
+  the consumer object, so dropping the consumer is enough to stop it.
+* State: together with each item the thread records the source's state *after* that
+  item, so ``get_state()`` is the position right after the last item the consumer
+  received — never a position that skips buffered items.
+
+>>> from feedline import Dataset
+>>> it = BackgroundIterator(Dataset.range(5).iterator(), buffer_size=2, name="demo")
+>>> list(it)
+[0, 1, 2, 3, 4]
+>>> it.close()
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from feedline.dataset.iterator import DatasetIterator
+from feedline.exceptions import StateError
+
+__all__ = ["BackgroundIterator"]
+
+_ITEM, _END, _ERROR = 0, 1, 2
+_POLL = 0.1  # seconds between checks of the stop flag while the queue is full
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    if hasattr(exc, "add_note") and note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)
+
+
+def _produce(source: DatasetIterator, q: queue.Queue, stop: threading.Event,
+             track_state: bool) -> None:
+    """Thread body: move items from ``source`` to ``q`` until the end, an error or stop."""
+
+    def put(msg: tuple) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(msg, timeout=_POLL)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    state_error: StateError | None = None
+    try:
+        while not stop.is_set():
+            try:
+                item = next(source)
+            except StopIteration:
+                put((_END, None, None))
+                return
+            state = None
+            if track_state and state_error is None:
+                try:
+                    state = source.get_state()
+                except StateError as exc:
+                    state_error = exc
+            if not put((_ITEM, item, state if state_error is None else state_error)):
+                return
+    except BaseException as exc:  # noqa: BLE001 - every error goes to the consumer
+        put((_ERROR, exc, None))
+
+
+class BackgroundIterator(DatasetIterator):
+    """Runs ``source`` in a background thread; see the module docstring."""
+
+    def __init__(self, source: DatasetIterator, *, buffer_size: int, name: str,
+                 track_state: bool = True) -> None:
+        self._source = source
+        self._size = buffer_size
+        self._name = name
+        self._track_state = track_state
+        self._queue: queue.Queue = queue.Queue(maxsize=buffer_size)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._done = False
+        self._closed = False
+        self._state: Any = None  # state after the last item handed out, or a StateError
+        self._have_state = False
+        self.wait_seconds = 0.0
+
+    def _start(self) -> None:
+        if not self._have_state and self._track_state:
+            try:
+                self._state = self._source.get_state()
+            except StateError as exc:
+                self._state = exc
+            self._have_state = True
+        self._thread = threading.Thread(
+            target=_produce,
+            args=(self._source, self._queue, self._stop, self._track_state),
+            name=f"feedline-{self._name}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def __next__(self) -> Any:
+        if self._done:
+            raise StopIteration
+        if self._closed:
+            raise StopIteration
+        if self._thread is None:
+            self._start()
+        try:
+            kind, value, state = self._queue.get_nowait()
+        except queue.Empty:
+            import time
+
+            t0 = time.perf_counter()
+            kind, value, state = self._queue.get()
+            self.wait_seconds += time.perf_counter() - t0
+        if kind == _ITEM:
+            self._state = state
+            self._have_state = True
+            return value
+        self._done = True
+        self._join()
+        if kind == _END:
+            raise StopIteration
+        _add_note(value, f"raised in the background thread of stage {self._name!r}")
+        raise value
+
+    def get_state(self) -> dict[str, Any]:
+        if not self._track_state:
+            raise StateError(f"stage {self._name!r} was built without state tracking")
+        if not self._have_state:
+            return self._source.get_state()
+        if isinstance(self._state, StateError):
+            raise self._state
+        return self._state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if self._thread is not None:
+            raise StateError("set_state must be called before the first item is read")
+        self._source.set_state(state)
+        self._state = state
+        self._have_state = True
+
+    def buffer_fill(self) -> float:
+        """Fraction of the buffer holding ready items."""
+        return self._queue.qsize() / self._size
+
+    def _join(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            while thread.is_alive():
+                try:  # unblock a producer waiting on a full queue
+                    while True:
+                        self._queue.get_nowait()
+                except queue.Empty:
+                    pass
+                thread.join(timeout=_POLL)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._join()
+        self._source.close()

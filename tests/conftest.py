@@ -1,0 +1,81 @@
+"""Shared test helpers: fixture paths and leak checks for threads and processes."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import threading
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> pathlib.Path:
+    """``../shared/fixtures`` beside the checkout (read-only peer-written files)."""
+    if not SHARED_FIXTURES.is_dir():
+        pytest.fail(f"shared fixtures not found at {SHARED_FIXTURES}")
+    return SHARED_FIXTURES
+
+
+def _child_pids() -> set[int]:
+    me = os.getpid()
+    kids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, ppid = fields[0], int(fields[1])
+        if ppid == me and state != "Z":
+            kids.add(int(entry))
+    return kids
+
+
+def _feedline_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("feedline")}
+
+
+def _shm_segments() -> set[str]:
+    try:
+        return {n for n in os.listdir("/dev/shm") if n.startswith("feedline")}
+    except FileNotFoundError:
+        return set()
+
+
+class LeakCheck:
+    """Records threads, child processes and shared-memory segments at start; ``assert_clean``
+    waits briefly for them to go and fails naming whatever is left."""
+
+    def __init__(self) -> None:
+        self.threads = _feedline_threads()
+        self.children = _child_pids()
+        self.shm = _shm_segments()
+
+    def leftovers(self) -> dict[str, set]:
+        return {
+            "threads": {t.name for t in _feedline_threads() - self.threads if t.is_alive()},
+            "processes": _child_pids() - self.children,
+            "shared memory": _shm_segments() - self.shm,
+        }
+
+    def assert_clean(self, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = {k: v for k, v in self.leftovers().items() if v}
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert not left, f"left behind: {left}"
+
+
+@pytest.fixture
+def leak_check() -> LeakCheck:
+    """Use ``leak_check.assert_clean()`` after closing an iterator."""
+    return LeakCheck()
