@@ -273,6 +273,26 @@ class Dataset(Generic[T]):
 
         return ZipDataset((self, *others), strict=strict)
 
+    def shard(self, rank: int | None = None, world_size: int | None = None, *,
+              policy: str = "pad") -> Dataset[T]:
+        """This rank's part, exactly once across ranks; see :mod:`feedline.dataset.shard`.
+        ``rank``/``world_size`` default to torch.distributed's, else ``RANK``/``WORLD_SIZE``."""
+        from feedline.dataset.shard import shard_dataset
+        from feedline.io.split import resolve_rank_world
+
+        rank, world_size = resolve_rank_world(rank, world_size)
+        return shard_dataset(self, rank, world_size, policy=policy)
+
+    def interleave(self, fn: Callable[[T], Dataset], *, cycle_length: int,
+                   block_length: int = 1, num_parallel_reads: int | None = None) -> Dataset:
+        """Read several datasets made by ``fn(item)`` at once, round robin; see
+        :mod:`feedline.dataset.interleave`."""
+        from feedline.dataset.interleave import InterleaveDataset
+
+        return InterleaveDataset(self, callable_arg("fn", fn), cycle_length=cycle_length,
+                                 block_length=block_length,
+                                 num_parallel_reads=num_parallel_reads)
+
     def apply(self, transformation: Callable[[Dataset[T]], Dataset]) -> Dataset:
         """``transformation(self)``: chain a custom dataset-to-dataset function."""
         return callable_arg("transformation", transformation)(self)

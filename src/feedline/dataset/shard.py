@@ -1,0 +1,178 @@
+"""``Dataset.shard``: this rank's part of a dataset, exactly once across ranks.
+
+**Random-access datasets (index mode).** Let ``N = len(ds)`` and ``W = world_size``.
+Global positions ``0, 1, 2, ...`` are dealt round robin: rank ``r`` reads positions
+``r, r + W, r + 2W, ...``; position ``p`` is the parent's item ``p mod N``. How many
+positions each rank reads is set by ``policy``:
+
+* ``"pad"`` (default): ``ceil(N / W)`` each; the last round wraps to the start, so a few
+  items are read twice and every rank yields the same number of items (and batches) —
+  no DDP hang from uneven inputs.
+* ``"drop_remainder"``: ``floor(N / W)`` each; the last ``N mod W`` positions are
+  dropped (with a global shuffle before ``shard``, different ones each epoch).
+* ``"none"``: exactly the positions below ``N``; ranks may differ by one item.
+
+Every item is read exactly once per epoch across ranks (with ``pad``: at least once,
+and at most twice when ``N >= W``). Because every rank computes the same global order, a
+``global_shuffle(seed)`` *before* ``shard`` keeps the parts disjoint; a buffer shuffle
+must come *after* it ("shard before you shuffle").
+
+The state is the global position (``start + next * W``), so a job can resume with a
+*different* world size: the new ranks continue the same epoch from that position without
+losing or repeating a record (ranks run in lockstep, so rank 0's state stands for all).
+
+**Streams.** A stream dataset is sharded by taking every ``W``-th item starting at
+``r`` (``policy`` must be ``"none"``); shard file lists this way, or use index mode.
+
+>>> [Dataset.range(10).shard(r, 3).to_list() for r in range(3)]
+[[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]
+>>> [Dataset.range(10).shard(r, 3, policy="drop_remainder").to_list() for r in range(3)]
+[[0, 3, 6], [1, 4, 7], [2, 5, 8]]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from feedline._validate import non_negative_int, one_of, positive_int
+from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
+from feedline.dataset.iterator import DatasetIterator, check_state
+from feedline.exceptions import StateError
+
+__all__ = ["ShardDataset", "StreamShardDataset", "shard_dataset", "POLICIES"]
+
+POLICIES = ("pad", "drop_remainder", "none")
+
+
+def shard_dataset(parent: Dataset, rank: int, world_size: int, *, policy: str = "pad") -> Dataset:
+    """This rank's part of ``parent``; see the module docstring."""
+    positive_int("world_size", world_size)
+    non_negative_int("rank", rank)
+    if rank >= world_size:
+        raise ValueError(f"`rank` must be below world_size={world_size}, got {rank}")
+    one_of("policy", policy, POLICIES)
+    if isinstance(parent, RandomAccessDataset):
+        return ShardDataset(parent, rank, world_size, policy)
+    if policy != "none":
+        raise ValueError(
+            f"policy={policy!r} needs a random-access dataset to count items; "
+            f"{parent.name} is a stream: use policy='none' or an indexed source"
+        )
+    return StreamShardDataset(parent, rank, world_size)
+
+
+def _count(remaining: int, world: int, rank: int, policy: str) -> int:
+    if policy == "pad":
+        return -(-remaining // world)
+    if policy == "drop_remainder":
+        return remaining // world
+    return max(0, -(-(remaining - rank) // world))
+
+
+class ShardDataset(RandomAccessDataset):
+    """Index-mode shard of a random-access dataset; itself random access
+    (``shard[k]`` is global position ``k * world_size + rank``)."""
+
+    def __init__(self, parent: RandomAccessDataset, rank: int, world: int, policy: str) -> None:
+        super().__init__()
+        self._parents = (parent,)
+        self.rank, self.world_size, self.policy = rank, world, policy
+
+    @property
+    def name(self) -> str:
+        return f"shard({self.rank}/{self.world_size})"
+
+    def __len__(self) -> int:
+        """Items this rank yields per epoch."""
+        return _count(len(self._parents[0]), self.world_size, self.rank, self.policy)
+
+    def _getitem(self, index: int) -> Any:
+        parent = self._parents[0]
+        n, per_rank = len(parent), len(self)
+        epoch, k = divmod(index, per_rank)
+        return parent._getitem(epoch * n + (k * self.world_size + self.rank) % n)
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
+        return _ShardIterator(self._parents[0], ctx.epoch, self.rank, self.world_size,
+                              self.policy)
+
+
+class _ShardIterator(DatasetIterator):
+    def __init__(self, parent: RandomAccessDataset, epoch: int, rank: int, world: int,
+                 policy: str) -> None:
+        self._parent = parent
+        self._n = len(parent)
+        self._base = epoch * self._n
+        self._rank, self._world, self._policy = rank, world, policy
+        self._start = 0
+        self._next = 0
+        self._count = _count(self._n, world, rank, policy)
+
+    def __next__(self) -> Any:
+        j = self._next
+        if j >= self._count or self._n == 0:
+            raise StopIteration
+        p = (self._start + j * self._world + self._rank) % self._n
+        item = self._parent._getitem(self._base + p)
+        self._next = j + 1
+        return item
+
+    def get_state(self) -> dict[str, Any]:
+        return {"type": "shard", "start": self._start, "next": self._next,
+                "world_size": self._world, "len": self._n}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        check_state(state, "shard", ("start", "next", "world_size", "len"))
+        if state["len"] != self._n:
+            raise StateError(f"shard state is for {state['len']} items, this dataset has {self._n}")
+        start = non_negative_int("state['start']", state["start"])
+        nxt = non_negative_int("state['next']", state["next"])
+        if state["world_size"] == self._world:
+            self._start, self._next = start, nxt
+        else:  # continue the same epoch from the global position with the new world size
+            self._start = min(start + nxt * state["world_size"], self._n)
+            self._next = 0
+        self._count = _count(self._n - self._start, self._world, self._rank, self._policy)
+
+
+class StreamShardDataset(Dataset):
+    """Every ``world_size``-th item of a stream, starting at ``rank``."""
+
+    def __init__(self, parent: Dataset, rank: int, world: int) -> None:
+        super().__init__()
+        self._parents = (parent,)
+        self.rank, self.world_size = rank, world
+
+    @property
+    def name(self) -> str:
+        return f"shard({self.rank}/{self.world_size})"
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
+        return _StreamShardIterator(self._parents[0]._build(ctx), self.rank, self.world_size)
+
+
+class _StreamShardIterator(DatasetIterator):
+    def __init__(self, parent: DatasetIterator, rank: int, world: int) -> None:
+        self._parent = parent
+        self._rank, self._world = rank, world
+        self._seen = 0  # items read from the parent
+
+    def __next__(self) -> Any:
+        parent = self._parent
+        while True:
+            item = next(parent)
+            k = self._seen
+            self._seen = k + 1
+            if k % self._world == self._rank:
+                return item
+
+    def get_state(self) -> dict[str, Any]:
+        return {"type": "stream_shard", "seen": self._seen, "parent": self._parent.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        check_state(state, "stream_shard", ("seen", "parent"))
+        self._parent.set_state(state["parent"])
+        self._seen = non_negative_int("state['seen']", state["seen"])
+
+    def close(self) -> None:
+        self._parent.close()

@@ -1,0 +1,48 @@
+"""``feedline.files``: a dataset of file paths (TensorFlow's filename queue).
+
+Patterns may be globs, directories, plain paths or fsspec URLs (``s3://``, ``gs://``,
+``memory://``, ``file://``); matches are sorted so the order is deterministic before any
+shuffle. With ``shuffle=True`` the file order is a seeded permutation, new every epoch;
+``num_epochs`` repeats the list (``None``: forever). A pattern that matches nothing is an
+error naming it. Files are not opened here: readers open them lazily, one by one,
+through :mod:`feedline.io.fs`.
+
+>>> import os, tempfile
+>>> d = tempfile.mkdtemp()
+>>> for name in ("b.rec", "a.rec"): open(os.path.join(d, name), "w").close()
+>>> [os.path.basename(p) for p in files(os.path.join(d, "*.rec"))]
+['a.rec', 'b.rec']
+>>> len(files(os.path.join(d, "*.rec"), shuffle=True, seed=1, num_epochs=3).to_list())
+6
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from feedline._validate import optional_positive_int
+from feedline.dataset.base import Dataset
+from feedline.dataset.sources import SequenceDataset
+from feedline.io.fs import expand
+
+__all__ = ["files"]
+
+
+def files(
+    patterns: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    shuffle: bool = False,
+    seed: int | None = None,
+    num_epochs: int | None = 1,
+    storage_options: dict | None = None,
+) -> Dataset[str]:
+    """A dataset of the paths matching ``patterns``; see the module docstring."""
+    optional_positive_int("num_epochs", num_epochs)
+    paths = expand(patterns, storage_options=storage_options)
+    ds: Dataset[str] = SequenceDataset(paths, name="files")
+    if shuffle:
+        ds = ds.global_shuffle(seed=seed)
+    if num_epochs != 1:
+        ds = ds.repeat(num_epochs)
+    return ds

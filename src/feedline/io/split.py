@@ -1,0 +1,107 @@
+"""``feedline.split``: this rank's (and this worker's) part of a dataset or of record files.
+
+Two levels: ``world_size`` ranks, and optionally ``num_workers`` workers inside each rank;
+worker ``w`` of rank ``r`` reads part ``r * num_workers + w`` of
+``world_size * num_workers``. Every record is read exactly once per epoch across all
+ranks and workers.
+
+* ``split(dataset, ...)`` shards a :class:`Dataset` (see :mod:`feedline.dataset.shard`:
+  index mode with ``policy="pad" | "drop_remainder" | "none"`` for random-access datasets,
+  every n-th item for streams);
+* ``split(paths, ..., mode="index")`` reads indexed record files (TFRecord with a
+  sidecar index, RecordIO with ``.idx``) as one random-access dataset and shards it:
+  exact, equal counts per rank;
+* ``split(paths, ..., mode="bytes")`` is MXNet's InputSplit: the files form one byte
+  range cut into equal parts, each starting at the next record boundary (see
+  :mod:`feedline.io.input_split`); counts per part may differ.
+
+``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialised,
+else to the ``RANK`` and ``WORLD_SIZE`` environment variables, else to 0 and 1.
+
+>>> ds = Dataset.range(10)
+>>> parts = [split(ds, r, 2, worker=w, num_workers=2).to_list() for r in range(2) for w in range(2)]
+>>> parts
+[[0, 4, 8], [1, 5, 9], [2, 6, 0], [3, 7, 1]]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from feedline._validate import non_negative_int, one_of, positive_int
+from feedline.dataset.base import Dataset
+
+__all__ = ["split", "resolve_rank_world"]
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be an int, got {value!r}") from None
+
+
+def resolve_rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """``(rank, world_size)``: the arguments, else torch.distributed, else env, else (0, 1).
+
+    >>> resolve_rank_world(1, 4)
+    (1, 4)
+    """
+    if rank is None or world_size is None:
+        dist_rank = dist_world = None
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            dist = getattr(torch, "distributed", None)
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                dist_rank, dist_world = dist.get_rank(), dist.get_world_size()
+        if dist_rank is None:
+            dist_rank, dist_world = _env_int("RANK"), _env_int("WORLD_SIZE")
+        if rank is None:
+            rank = dist_rank if dist_rank is not None else 0
+        if world_size is None:
+            world_size = dist_world if dist_world is not None else 1
+    positive_int("world_size", world_size)
+    non_negative_int("rank", rank)
+    if rank >= world_size:
+        raise ValueError(f"`rank` must be below world_size={world_size}, got {rank}")
+    return rank, world_size
+
+
+def split(
+    source: Dataset | str | os.PathLike | Iterable[str | os.PathLike],
+    rank: int | None = None,
+    world_size: int | None = None,
+    *,
+    worker: int = 0,
+    num_workers: int = 1,
+    mode: str = "index",
+    policy: str = "pad",
+    format: str = "auto",
+    storage_options: dict | None = None,
+) -> Dataset[Any]:
+    """This rank's and worker's part of ``source``; see the module docstring."""
+    rank, world_size = resolve_rank_world(rank, world_size)
+    positive_int("num_workers", num_workers)
+    non_negative_int("worker", worker)
+    if worker >= num_workers:
+        raise ValueError(f"`worker` must be below num_workers={num_workers}, got {worker}")
+    one_of("mode", mode, ("index", "bytes"))
+    part, parts = rank * num_workers + worker, world_size * num_workers
+    if isinstance(source, Dataset):
+        return source.shard(part, parts, policy=policy)
+    from feedline.io.fs import expand
+
+    paths = expand(source, storage_options=storage_options)
+    if mode == "bytes":
+        from feedline.io.input_split import input_split_dataset
+
+        return input_split_dataset(paths, part, parts, format=format)
+    from feedline.io.records import indexed_records
+
+    return indexed_records(paths, format=format).shard(part, parts, policy=policy)
