@@ -359,6 +359,14 @@ class RandomAccessDataset(Dataset[T]):
     def _getitem(self, index: int) -> T:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _items_for(self, indices: Iterator[int], epoch: int) -> Iterator[T]:
+        """Items ``epoch*len + k`` for each ``k`` pulled from ``indices``, lazily, one index
+        per item. Subclasses may override it with a cheaper composition."""
+        base = epoch * len(self)
+        if base == 0:
+            return map(self._getitem, indices)
+        return map(self._getitem, map(base.__add__, indices))
+
     def __getitem__(self, index: int) -> T:
         if isinstance(index, bool) or not isinstance(index, int):
             try:
@@ -377,24 +385,32 @@ class RandomAccessDataset(Dataset[T]):
 
 
 class IndexIterator(DatasetIterator[T]):
-    """Reads ``ds[epoch*len + k]`` for ``k = 0 .. len-1``; state ``{"next": k}``."""
+    """Reads ``ds[epoch*len + k]`` for ``k = 0 .. len-1``; state ``{"next": k}``.
+
+    The indices come from a ``range`` iterator whose position is read back for the
+    state, so the per-item path (``ds._items_for``) can be C-level ``map`` calls.
+    """
 
     def __init__(self, ds: RandomAccessDataset[T], epoch: int) -> None:
         self._ds = ds
         self._n = len(ds)
-        self._base = epoch * self._n
-        self._k = 0
+        self._epoch = epoch
+        self._open(0)
+
+    def _open(self, start: int) -> None:
+        self._start = start
+        self._indices = iter(range(start, self._n))
+        self._items = self._ds._items_for(self._indices, self._epoch)
 
     def __next__(self) -> T:
-        k = self._k
-        if k >= self._n:
-            raise StopIteration
-        item = self._ds._getitem(self._base + k)
-        self._k = k + 1
-        return item
+        return next(self._items)
+
+    def _fast(self) -> Iterator[T]:
+        return self._items
 
     def get_state(self) -> dict[str, Any]:
-        return {"type": "index", "next": self._k, "len": self._n}
+        consumed = self._indices.__reduce__()[2]
+        return {"type": "index", "next": self._start + consumed, "len": self._n}
 
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "index", ("next", "len"))
@@ -402,7 +418,7 @@ class IndexIterator(DatasetIterator[T]):
             raise StateError(
                 f"state is for a dataset of {state['len']} items, this one has {self._n}"
             )
-        self._k = non_negative_int("state['next']", state["next"])
+        self._open(min(non_negative_int("state['next']", state["next"]), self._n))
 
 
 def _json_size(state: dict) -> int:

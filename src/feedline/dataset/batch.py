@@ -13,7 +13,7 @@ Each batch is a ``list`` of ``batch_size`` items (PaddlePaddle's batch reader), 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import Any
 
@@ -54,9 +54,13 @@ class _BatchIterator(DatasetIterator):
         self._batch_size = batch_size
         self._drop_last = drop_last
         self._collate = collate
+        self._source: Iterator | None = None
 
     def __next__(self) -> Any:
-        items = list(islice(self._parent, self._batch_size))
+        source = self._source
+        if source is None:
+            source = self._source = self._parent._fast()
+        items = list(islice(source, self._batch_size))
         if not items or (self._drop_last and len(items) < self._batch_size):
             raise StopIteration
         return items if self._collate is None else self._collate(items)
@@ -66,6 +70,7 @@ class _BatchIterator(DatasetIterator):
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._parent.set_state(state)
+        self._source = None
 
     def close(self) -> None:
         self._parent.close()

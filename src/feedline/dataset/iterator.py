@@ -63,6 +63,15 @@ class DatasetIterator(Iterator[T]):
     def close(self) -> None:
         """Release resources; idempotent. The default has nothing to release."""
 
+    def _fast(self) -> Iterator[T]:
+        """An iterator yielding exactly what ``__next__`` would, sharing this iterator's
+        position, but cheaper per item (often a C-level ``map``/``filter``/``islice``).
+
+        Downstream stages pull through it; they must fetch it again after
+        ``set_state``. The default is ``self``.
+        """
+        return self
+
     def __enter__(self) -> DatasetIterator[T]:
         return self
 

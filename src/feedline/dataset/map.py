@@ -19,7 +19,7 @@ parent yields next.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from feedline._validate import callable_arg, optional_positive_int
@@ -79,20 +79,25 @@ class MapDataset(Dataset):
 
 
 class _MapIterator(DatasetIterator):
-    __slots__ = ("_parent", "_fn")
-
     def __init__(self, parent: DatasetIterator, fn: Callable) -> None:
         self._parent = parent
         self._fn = fn
+        self._it: Iterator | None = None
+
+    def _fast(self) -> Iterator:
+        if self._it is None:
+            self._it = map(self._fn, self._parent._fast())
+        return self._it
 
     def __next__(self) -> Any:
-        return self._fn(next(self._parent))
+        return next(self._it if self._it is not None else self._fast())
 
     def get_state(self) -> dict[str, Any]:
         return self._parent.get_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._parent.set_state(state)
+        self._it = None
 
     def close(self) -> None:
         self._parent.close()
@@ -116,3 +121,6 @@ class RandomAccessMapDataset(RandomAccessDataset):
 
     def _getitem(self, index: int) -> Any:
         return self._fn(self._parents[0]._getitem(index))
+
+    def _items_for(self, indices: Iterator[int], epoch: int) -> Iterator[Any]:
+        return map(self._fn, self._parents[0]._items_for(indices, epoch))

@@ -114,10 +114,15 @@ class _ShuffleIterator(DatasetIterator):
         # (position, parent state before reading that position); None when untracked
         self._snaps: deque | None = deque()
         self._snap_error: StateError | None = None
+        self._steady_key = -1
+        self._steady: list[int] = []
+        self._gen = self._generate()
 
     def _snapshot(self) -> None:
         if self._snaps is None:
             return
+        if self._read and self._read % (self._size * 4) == 0:
+            self._prune_snapshots()
         try:
             self._snaps.append((self._read, self._parent.get_state()))
         except StateError as exc:
@@ -132,12 +137,22 @@ class _ShuffleIterator(DatasetIterator):
         while len(snaps) >= 2 and snaps[1][0] <= oldest:
             snaps.popleft()
 
-    def _fill(self) -> None:
-        parent, buf, pos, size = self._parent, self._buf, self._pos, self._size
+    def _steady_block(self, b: int) -> list[int]:
+        """Slot indices for draws ``b*BLOCK ..`` while the buffer holds ``size`` items;
+        equal to ``int(u(k) * size)`` draw by draw."""
+        if b != self._steady_key:
+            self._rng.u(b * _BLOCK)
+            u = np.asarray(self._rng._block)
+            self._steady = (u * self._size).astype(np.int64).tolist()
+            self._steady_key = b
+        return self._steady
+
+    def _generate(self) -> Any:
+        parent = self._parent._fast()
+        buf, pos, size = self._buf, self._pos, self._size
+        # fill: the first output comes once the buffer holds `size` items
         while len(buf) < size and not self._exhausted:
             if self._read % size == 0:
-                if self._read and self._read % (size * 4) == 0:
-                    self._prune_snapshots()
                 self._snapshot()
             try:
                 item = next(parent)
@@ -147,23 +162,52 @@ class _ShuffleIterator(DatasetIterator):
             buf.append(item)
             pos.append(self._read)
             self._read += 1
+        # steady state: output a random slot and refill it with the next input item
+        read, draws = self._read, self._draws
+        while not self._exhausted:
+            b, i = divmod(draws, _BLOCK)
+            slots = self._steady_block(b)
+            for j in slots[i:]:
+                item = buf[j]
+                if read % size == 0:
+                    self._read = read
+                    self._snapshot()
+                try:
+                    new = next(parent)
+                except StopIteration:
+                    self._exhausted = True
+                    buf[j] = buf[-1]
+                    buf.pop()
+                    pos[j] = pos[-1]
+                    pos.pop()
+                    draws += 1
+                    self._draws = draws
+                    yield item
+                    break
+                buf[j] = new
+                pos[j] = read
+                read += 1
+                draws += 1
+                self._read = read
+                self._draws = draws
+                yield item
+        # drain: the input ended; empty the buffer in random order
+        u = self._rng.u
+        while buf:
+            j = int(u(self._draws) * len(buf))
+            self._draws += 1
+            item = buf[j]
+            buf[j] = buf[-1]
+            buf.pop()
+            pos[j] = pos[-1]
+            pos.pop()
+            yield item
 
     def __next__(self) -> Any:
-        if len(self._buf) < self._size and not self._exhausted:
-            self._fill()
-        buf = self._buf
-        n = len(buf)
-        if n == 0:
-            raise StopIteration
-        j = int(self._rng.u(self._draws) * n)
-        self._draws += 1
-        item = buf[j]
-        buf[j] = buf[-1]
-        buf.pop()
-        pos = self._pos
-        pos[j] = pos[-1]
-        pos.pop()
-        return item
+        return next(self._gen)
+
+    def _fast(self) -> Any:
+        return self._gen
 
     def get_state(self) -> dict[str, Any]:
         if self._snaps is None:
@@ -195,6 +239,7 @@ class _ShuffleIterator(DatasetIterator):
             raise StateError(
                 f"shuffle state was made with seed {state['seed']}, this stage uses {self._seed}"
             )
+        self._gen.close()
         self._parent.set_state(state["parent"])
         self._buf, self._pos = [], []
         self._draws = non_negative_int("state['draws']", state["draws"])
@@ -204,6 +249,7 @@ class _ShuffleIterator(DatasetIterator):
         start = state["start"]
         if start is None:
             self._read = 0
+            self._gen = self._generate()
             return
         rel = np.frombuffer(base64.b64decode(state["buffer"]), dtype="<u4")
         wanted = {int(r) + start: slot for slot, r in enumerate(rel)}
@@ -223,12 +269,14 @@ class _ShuffleIterator(DatasetIterator):
         self._buf = items
         self._pos = [int(r) + start for r in rel]
         self._read = read
+        self._gen = self._generate()
 
     def buffer_fill(self) -> float:
         """Fraction of the buffer in use (for statistics)."""
         return len(self._buf) / self._size
 
     def close(self) -> None:
+        self._gen.close()
         self._buf, self._pos = [], []
         self._parent.close()
 

@@ -58,6 +58,9 @@ class SequenceDataset(RandomAccessDataset):
     def _getitem(self, index: int) -> Any:
         return self._seq[index % self._len]
 
+    def _items_for(self, indices: Iterator[int], epoch: int) -> Iterator[Any]:
+        return map(self._seq.__getitem__, indices)  # k < len: no wrap needed
+
 
 class _ArraysSource:
     __slots__ = ("arrays",)
@@ -70,19 +73,6 @@ class _ArraysSource:
 
     def __getitem__(self, i: int) -> tuple:
         return tuple(a[i] for a in self.arrays)
-
-
-class _RangeSource:
-    __slots__ = ("r",)
-
-    def __init__(self, r: range) -> None:
-        self.r = r
-
-    def __len__(self) -> int:
-        return len(self.r)
-
-    def __getitem__(self, i: int) -> int:
-        return self.r[i]
 
 
 def from_arrays(*arrays: Sequence) -> RandomAccessDataset:
@@ -120,7 +110,7 @@ def range_dataset(*args: int) -> RandomAccessDataset:
     for a in args:
         if isinstance(a, bool) or not isinstance(a, int):
             raise TypeError(f"range arguments must be ints, got {a!r}")
-    return SequenceDataset(_RangeSource(builtins.range(*args)), name="range")
+    return SequenceDataset(builtins.range(*args), name="range")
 
 
 def from_random_access(source: Any) -> RandomAccessDataset:
@@ -204,15 +194,22 @@ class _ReaderIterator(DatasetIterator):
         self._reader = reader
         self._deterministic = deterministic
         self._name = name
-        self._it: Iterator | None = None
+        self._source: Iterator | None = None
         self._count = 0
+        self._gen = self._generate()
+
+    def _generate(self) -> Iterator:
+        if self._source is None:
+            self._source = iter(self._reader())
+        for item in self._source:
+            self._count += 1
+            yield item
 
     def __next__(self) -> Any:
-        if self._it is None:
-            self._it = iter(self._reader())
-        item = next(self._it)
-        self._count += 1
-        return item
+        return next(self._gen)
+
+    def _fast(self) -> Iterator:
+        return self._gen
 
     def get_state(self) -> dict[str, Any]:
         if not self._deterministic:
@@ -229,20 +226,23 @@ class _ReaderIterator(DatasetIterator):
         check_state(state, "reader", ("count",))
         count = non_negative_int("state['count']", state["count"])
         self.close()
-        self._it = iter(self._reader())
+        source = iter(self._reader())
         for skipped in builtins.range(count):
             try:
-                next(self._it)
+                next(source)
             except StopIteration:
                 raise StateError(
                     f"{self._name} ended after {skipped} items while resuming to item {count}; "
                     "it is not deterministic"
                 ) from None
+        self._source = source
         self._count = count
+        self._gen = self._generate()
 
     def close(self) -> None:
-        it, self._it = self._it, None
-        closer = getattr(it, "close", None)
+        source, self._source = self._source, None
+        self._gen.close()
+        closer = getattr(source, "close", None)
         if closer is not None:
             closer()
 
