@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from resume_helpers import assert_resumes_everywhere
 
 from feedline import Dataset
 from feedline.dataset.permutation import IndexPermutation
@@ -17,6 +16,7 @@ from feedline.exceptions import (
     StateError,
     StateNotSupportedError,
 )
+from resume_helpers import assert_resumes_everywhere
 
 
 def gen_reader(n):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from resume_helpers import assert_resumes_everywhere
 
 from feedline import Dataset, files
+from resume_helpers import assert_resumes_everywhere
 
 
 def blocks(base):

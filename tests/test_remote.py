@@ -23,9 +23,8 @@ def s3():
     os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"
     options = {"client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
                "use_listings_cache": False}
-    import s3fs
-
     import boto3
+    import s3fs
 
     boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(
         Bucket="feedline-test")

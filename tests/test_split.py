@@ -7,10 +7,10 @@ import collections
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from resume_helpers import assert_resumes_everywhere
 
 from feedline import Dataset
 from feedline.io.split import resolve_rank_world, split
+from resume_helpers import assert_resumes_everywhere
 
 
 @settings(max_examples=80, deadline=None)
@@ -128,3 +128,51 @@ def test_rank_and_world_come_from_the_environment(monkeypatch):
 def test_bad_split_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         split(Dataset.range(4), **kwargs)
+
+
+def write_recordio_files(directory, counts):
+    from feedline import recordio
+
+    paths = []
+    label = 0
+    for f, count in enumerate(counts):
+        path = str(directory / f"part-{f}.rec")
+        with recordio.RecordIOWriter(path) as w:
+            for _ in range(count):
+                w.write(b"record-%d" % label)
+                label += 1
+        recordio.build_index(path)
+        paths.append(path)
+    return paths, label
+
+
+@settings(max_examples=25, deadline=None)
+@given(counts=st.lists(st.integers(0, 30), min_size=1, max_size=5), world=st.integers(1, 5),
+       workers=st.integers(1, 3))
+def test_index_mode_over_record_files_is_exactly_once_with_equal_counts(
+        tmp_path_factory, counts, world, workers):
+    d = tmp_path_factory.mktemp("rec")
+    paths, total = write_recordio_files(d, counts)
+    if total == 0:
+        return
+    parts = [split(paths, r, world, worker=w, num_workers=workers, policy="drop_remainder",
+                   mode="index").to_list()
+             for r in range(world) for w in range(workers)]
+    flat = [x for p in parts for x in p]
+    assert len(flat) == len(set(flat)) == total - total % (world * workers)
+    assert len({len(p) for p in parts}) == 1
+
+
+@pytest.mark.parametrize("num_parts", [1, 2, 3, 4, 5, 6])
+def test_byte_mode_split_gives_the_parts_mxnet_gives(fixtures_dir, num_parts):
+    import json
+
+    from feedline.recordio import unpack
+
+    expected = json.loads((fixtures_dir / "mxnet" / "expected.json").read_text())
+    parts = expected["input_split"]["parts"]
+    key = next(k for k in parts if ";" in k and k.endswith(f"nsplit={num_parts}"))
+    paths = [str(fixtures_dir / "mxnet" / f"part-{x}.rec") for x in "abc"]
+    got = [[int(unpack(rec)[0].label) for rec in split(paths, r, num_parts, mode="bytes")]
+           for r in range(num_parts)]
+    assert got == parts[key]

@@ -99,9 +99,12 @@ def split(
 
     paths = expand(source, storage_options=storage_options)
     if mode == "bytes":
-        from feedline.io.input_split import input_split_dataset
+        from feedline.io.input_split import InputSplit
 
-        return input_split_dataset(paths, part, parts, format=format)
+        if format == "auto":
+            format = "text" if all(p.endswith((".txt", ".csv")) for p in paths) else "recordio"
+        part_split = InputSplit(paths, part, parts, format=format)
+        return Dataset.from_source(part_split.iterator, name=f"input_split({part}/{parts})")
     from feedline.io.records import indexed_records
 
     return indexed_records(paths, format=format).shard(part, parts, policy=policy)
