@@ -21,6 +21,8 @@ _EXPORTS = {
     "DatasetIterator": "feedline.dataset",
     "batch": "feedline.reader",
     "DataFeeder": "feedline.feeder",
+    "to_torch": "feedline.to_torch",
+    "SequenceToBatch": "feedline.sequence",
     "files": "feedline.io.files",
     "split": "feedline.io.split",
 }
@@ -28,7 +30,18 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
+#: submodules reachable as attributes (``feedline.data_type.dense_vector(3)``)
+_SUBMODULES = {
+    "data_type", "reader", "tfrecord", "example", "recordio", "csv", "text", "fixed", "idx",
+    "sharded", "io", "image", "feeder", "sequence", "dataset", "runtime", "train",
+}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"feedline.{name}")
+        globals()[name] = module
+        return module
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'feedline' has no attribute {name!r}")
@@ -38,4 +51,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted([*__all__, *_SUBMODULES])

@@ -293,6 +293,16 @@ class Dataset(Generic[T]):
                                  block_length=block_length,
                                  num_parallel_reads=num_parallel_reads)
 
+    def bucket_by_length(self, *, length_fn: Callable[[T], int], bucket_boundaries: Sequence[int],
+                         bucket_batch_sizes: Sequence[int] | None = None,
+                         max_tokens: int | None = None, drop_remainder: bool = False) -> Dataset:
+        """Batches of items of similar length; see :mod:`feedline.dataset.bucket`."""
+        from feedline.dataset.bucket import bucket_by_length
+
+        return bucket_by_length(self, length_fn=length_fn, bucket_boundaries=bucket_boundaries,
+                                bucket_batch_sizes=bucket_batch_sizes, max_tokens=max_tokens,
+                                drop_remainder=drop_remainder)
+
     def apply(self, transformation: Callable[[Dataset[T]], Dataset]) -> Dataset:
         """``transformation(self)``: chain a custom dataset-to-dataset function."""
         return callable_arg("transformation", transformation)(self)
