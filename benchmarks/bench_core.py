@@ -16,11 +16,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import core_workloads as w  # noqa: E402
-import harness  # noqa: E402
-
 import feedline.reader as reader  # noqa: E402
 from feedline import Dataset, batch  # noqa: E402
+
+import core_workloads as w  # noqa: E402
+import harness  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

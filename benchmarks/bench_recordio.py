@@ -22,8 +22,9 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import harness  # noqa: E402
 from feedline import recordio  # noqa: E402
+
+import harness  # noqa: E402
 
 DATA = HERE / "data" / "recordio"
 PEER_SCRIPT = HERE / "peers" / "mxnet_recordio.py"

@@ -17,6 +17,7 @@ from feedline.dataset.bucket import (
 )
 from feedline.dataset.iterator import check_state
 from feedline.exceptions import StateError, StateNotSupportedError
+
 from resume_helpers import assert_resumes_everywhere
 
 

@@ -16,6 +16,7 @@ from feedline.exceptions import (
     StateError,
     StateNotSupportedError,
 )
+
 from resume_helpers import assert_resumes_everywhere
 
 

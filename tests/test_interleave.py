@@ -7,6 +7,7 @@ import os
 import pytest
 
 from feedline import Dataset, files
+
 from resume_helpers import assert_resumes_everywhere
 
 

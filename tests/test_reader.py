@@ -11,6 +11,7 @@ import pytest
 import feedline.reader as reader
 from feedline import Dataset, batch
 from feedline.exceptions import ComposeNotAligned
+
 from resume_helpers import assert_resumes_everywhere
 
 

@@ -10,10 +10,11 @@ unordered ``xmap_readers`` the same multiset.
 from __future__ import annotations
 
 import pytest
-from tests.peer_outputs.paddle_reader_programs import PROGRAMS, load_expected, run_program
 
 import feedline
 import feedline.reader
+
+from tests.peer_outputs.paddle_reader_programs import PROGRAMS, load_expected, run_program
 
 EXPECTED = load_expected()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from conftest import ROOT
 
 BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from feedline import Dataset
 from feedline.io.split import resolve_rank_world, split
+
 from resume_helpers import assert_resumes_everywhere
 
 

@@ -9,8 +9,9 @@ import warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import core_workloads as w  # noqa: E402
 import paddle  # noqa: E402
+
+import core_workloads as w  # noqa: E402
 
 
 def best(fn, repeat):
