@@ -34,15 +34,20 @@ __all__ = ["indexed_records", "IndexedRecordFiles", "detect_format"]
 
 
 def detect_format(path: str) -> str:
-    """``"recordio"`` or ``"tfrecord"`` from the file's first bytes."""
+    """``"recordio"`` or ``"tfrecord"`` from the file's first bytes; ``"empty"`` for an
+    empty file (no records in any format)."""
     from feedline.recordio import MAGIC
 
     with open(path, "rb") as f:
         head = f.read(4)
+    if not head:
+        return "empty"
     return "recordio" if head == MAGIC.to_bytes(4, "little") else "tfrecord"
 
 
 def _open(path: str, fmt: str) -> Any:
+    if fmt == "empty" or os.path.getsize(path) == 0:
+        return ()
     if fmt == "recordio":
         from feedline.recordio import IndexedRecordIO, default_idx_path
 

@@ -1,0 +1,56 @@
+"""Peer side of bench_image.py: ``torch.utils.data.DataLoader`` over an ``ImageFolder``.
+
+Runs under the torchvision peer's Python (``harness.run_peer("torchvision", ...)``)::
+
+    python benchmarks/peers/torchvision_image.py FOLDER BATCH WORKERS DTYPE EPOCHS
+
+torchvision transforms: ``RandomCrop(224)``, ``RandomHorizontalFlip()``, then ``ToTensor()`` +
+``Normalize(mean, std)`` for float32 or ``PILToTensor()`` for uint8 (PIL decodes the JPEGs, as
+``ImageFolder`` does by default); ``num_workers=WORKERS`` persistent workers. One warm-up epoch,
+then the best of EPOCHS timed epochs. Prints one JSON object on its last line.
+"""
+
+import json
+import sys
+import time
+
+import torch
+import torchvision
+from torchvision import datasets, transforms
+
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
+
+
+def main():
+    folder, batch, workers, dtype, epochs = sys.argv[1:6]
+    batch, workers, epochs = int(batch), int(workers), int(epochs)
+    torch.set_num_threads(1)
+    steps = [transforms.RandomCrop(224), transforms.RandomHorizontalFlip()]
+    if dtype == "float32":
+        steps += [transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
+    else:
+        steps += [transforms.PILToTensor()]
+    ds = datasets.ImageFolder(folder, transform=transforms.Compose(steps))
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=batch, shuffle=False, num_workers=workers, persistent_workers=workers > 0
+    )
+
+    def epoch():
+        count = 0
+        for data, _label in loader:
+            count += data.shape[0]
+        return count
+
+    images = epoch()  # warm-up (starts the workers)
+    best = float("inf")
+    for _ in range(epochs):
+        start = time.perf_counter()
+        images = epoch()
+        best = min(best, time.perf_counter() - start)
+    print(json.dumps({"version": f"{torchvision.__version__} (torch {torch.__version__})",
+                      "images": images, "seconds": best, "images_per_s": images / best}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""``feedline pack``: pack images into RecordIO or TFRecord shards (MXNet's im2rec).
+
+Examples::
+
+    feedline pack photos/ data/train                        # photos/<class>/*.jpg -> data/train.rec/.idx/.lst
+    feedline pack photos/ data/train --resize 256 --quality 90 --shuffle --num-workers 4
+    feedline pack train.lst data/train --root photos/ --pack-label --num-shards 8
+    feedline pack photos/ data/train --format tfrecord --pass-through
+
+See :func:`feedline.image.pack.pack_images` for the exact semantics of every option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "pack a folder of images or an MXNet .lst list into RecordIO/TFRecord shards (im2rec)"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``feedline pack``'s arguments to ``parser``."""
+    parser.add_argument(
+        "source", help="folder with one subfolder per class, or a .lst file (index, labels, path)"
+    )
+    parser.add_argument(
+        "output", help="output prefix: PREFIX.rec + PREFIX.idx (+ PREFIX.lst for a folder)"
+    )
+    parser.add_argument("--root", help="folder the .lst paths are relative to (default: its folder)")
+    parser.add_argument(
+        "--format", choices=("recordio", "tfrecord"), default="recordio", help="default: recordio"
+    )
+    parser.add_argument(
+        "--num-shards", type=_positive, default=1, metavar="N", help="number of output files"
+    )
+    parser.add_argument(
+        "--resize", type=_positive, metavar="PIXELS", help="resize the shorter side to PIXELS"
+    )
+    parser.add_argument(
+        "--center-crop", action="store_true", help="crop the central square before resizing"
+    )
+    parser.add_argument(
+        "--quality",
+        type=int,
+        help="JPEG quality 1-100 (default 95) or PNG compression 0-9 (default 3)",
+    )
+    parser.add_argument(
+        "--encoding", choices=(".jpg", ".png"), default=".jpg", help="re-encoding (default .jpg)"
+    )
+    parser.add_argument(
+        "--color", choices=("rgb", "gray"), default="rgb", help="colour of re-encoded images"
+    )
+    parser.add_argument(
+        "--pass-through", action="store_true", help="store the original file bytes unchanged"
+    )
+    parser.add_argument(
+        "--pack-label", action="store_true", help="store every label of a multi-label .lst line"
+    )
+    parser.add_argument("--shuffle", action="store_true", help="write records in random order")
+    parser.add_argument("--seed", type=int, default=0, help="seed for --shuffle (default 0)")
+    parser.add_argument(
+        "--num-workers", type=_positive, default=1, metavar="N", help="encoding processes"
+    )
+    parser.add_argument(
+        "--exts",
+        default=".jpeg,.jpg,.png",
+        help="comma-separated image file endings for a folder source (default .jpeg,.jpg,.png)",
+    )
+    parser.add_argument(
+        "--on-error",
+        choices=("raise", "skip", "warn"),
+        default="raise",
+        help="a missing or corrupt image: stop (default), skip, or skip with a warning",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``feedline pack``; return the exit status (2 for bad arguments or input)."""
+    from feedline.exceptions import DataError
+    from feedline.image.pack import pack_images
+
+    exts = tuple(e.strip() for e in args.exts.split(",") if e.strip())
+    try:
+        result = pack_images(
+            args.source,
+            args.output,
+            root=args.root,
+            format=args.format,
+            num_shards=args.num_shards,
+            resize=args.resize,
+            center_crop=args.center_crop,
+            encoding=args.encoding,
+            quality=args.quality,
+            color=args.color,
+            pass_through=args.pass_through,
+            pack_label=args.pack_label,
+            shuffle=args.shuffle,
+            seed=args.seed,
+            num_workers=args.num_workers,
+            exts=exts,
+            on_error=args.on_error,
+            progress=not args.quiet,
+        )
+    except (ValueError, TypeError, OSError, DataError) as exc:
+        print(f"feedline pack: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"packed {result.count} images into {len(result.files)} file(s):")
+    for path, count in zip(result.files, result.counts):
+        print(f"  {path} ({count} records)")
+    if result.list_file:
+        print(f"  {result.list_file} (list of {result.count + len(result.skipped)} images)")
+    if result.classes is not None:
+        print(f"classes: {len(result.classes)} ({', '.join(result.classes[:10])}"
+              f"{', ...' if len(result.classes) > 10 else ''})")
+    if result.skipped:
+        print(f"skipped {len(result.skipped)} image(s):", file=sys.stderr)
+        for index, path, reason in result.skipped[:20]:
+            print(f"  {index}\t{path}: {reason}", file=sys.stderr)
+    return 0

@@ -1,0 +1,685 @@
+"""``Dataset.map(fn, workers=N)``: apply ``fn`` in worker processes.
+
+CPU-bound Python mappers run truly in parallel, in ``N`` processes of a
+:class:`~feedline.runtime.workers.WorkerPool` that belongs to the dataset:
+
+* **Start-up.** The workers start on the first iteration (with ``fork`` by default:
+  milliseconds, and ``fn`` may be a lambda; the workers see ``fn`` and the input as they
+  were at that moment) and are kept for later iterations and epochs. ``ds.close()`` stops them; so do garbage collection of the dataset (once no
+  iterator uses them) and interpreter exit. Closing an iterator cancels its queued work
+  and hands the workers back to the dataset.
+* **Inputs.** Over a random-access dataset the workers read ``parent[i]`` themselves and
+  only indices cross process boundaries (like a map-style ``DataLoader``); over a stream
+  the consumer pulls items from the parent and sends them (pickled; arrays through
+  shared memory).
+* **Results** come back through rings of shared-memory blocks: numpy arrays — alone or
+  inside tuples, lists, dicts — are copied once into a block by the worker and once out
+  of it by the consumer, never pickled; other values are pickled. Return numpy arrays
+  rather than torch tensors or bytes for large payloads. Small items travel many per
+  message (a chunk holds about 2 ms of work).
+* **Order.** ``ordered=True`` (default) yields in input order; item ``i`` is mapped by
+  worker ``i % N`` (a static round robin; ``(i - p) % N`` in an iteration resumed at
+  position ``p``), so with ``seed`` set the output is identical
+  run after run even for a mapper drawing random numbers: each worker seeds ``random``,
+  numpy's global generator and torch (if imported) from ``(seed, worker, epoch)`` at
+  the start of each iteration (:mod:`feedline.runtime.seeding`). ``ordered=False``
+  yields results as they are ready and gives work to whichever worker is least loaded.
+* **Buffer.** At most ``buffer_size`` items are in flight (pulled and not yet yielded);
+  by default three chunks per worker.
+* **Errors.** An exception in ``fn`` is raised in the consumer, at the item's place in
+  the output, as the original exception type when it can be pickled (else
+  :class:`~feedline.exceptions.WorkerError`), with ``__cause__`` a
+  :class:`~feedline.exceptions.RemoteTraceback` carrying the worker's traceback and a
+  note naming the stage, worker, pid and item. A worker killed by a signal or the OOM
+  killer raises :class:`~feedline.exceptions.WorkerDiedError` as soon as the consumer
+  waits for it. Either ends the iteration (later ``next`` calls raise
+  ``StopIteration``); the next iteration starts fresh workers if needed.
+* **Shared memory.** ``/dev/shm`` missing or smaller than the initial ring is detected
+  when the workers start: with ``transport="auto"`` (default) a ``RuntimeWarning`` says
+  so and results are pickled through pipes instead; ``transport="shm"`` raises
+  :class:`~feedline.exceptions.SharedMemoryError`. ``FEEDLINE_TRANSPORT`` and
+  ``FEEDLINE_START_METHOD`` set the defaults.
+
+**State.** ``get_state()`` is ``{"type": "parallel_map", "pos", "done", ...}``: ``pos`` is
+the first position not yet yielded and ``done`` the positions after it that were already
+yielded (always empty when ordered; at most ``buffer_size`` long when not). A
+random-access input adds ``"len"``; a stream input adds ``"parent"``, the parent's state
+captured before some earlier position, and ``"skip"``, how many of its items to pass
+over to reach ``pos`` (states are captured every few pulls so that capturing stays
+cheap). Restoring yields exactly the items the uninterrupted iterator would have
+yielded next — in order when ordered; as the same multiset when not. A mapper's random
+draws after a resume follow the seed of the resumed position
+(:mod:`feedline.runtime.seeding`), not those of the uninterrupted run.
+
+>>> from feedline import Dataset
+>>> ds = Dataset.range(10).map(lambda x: x * x, workers=2)
+>>> ds.to_list()
+[0, 1, 4, 9, 16, 25, 36, 49, 64, 81]
+>>> it = ds.iterator(); _ = next(it), next(it), next(it)
+>>> state = it.get_state(); it.close()
+>>> state["stages"]["pos"], list(ds.iterator(state))
+(3, [9, 16, 25, 36, 49, 64, 81])
+>>> sorted(Dataset.range(5).map(abs, workers=2, ordered=False).to_list())
+[0, 1, 2, 3, 4]
+>>> ds.close()
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from feedline._validate import callable_arg, non_negative_int, one_of, optional_positive_int
+from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
+from feedline.dataset.iterator import DatasetIterator, check_state
+from feedline.exceptions import PipelineError, StateError, StateNotSupportedError
+from feedline.runtime import autotune
+from feedline.runtime.seeding import derive_seed, fresh_seed
+from feedline.runtime.workers import (
+    CANCELLED,
+    OK,
+    START_METHODS,
+    TRANSPORTS,
+    WorkerPool,
+    add_note,
+    default_start_method,
+    unpack_exception,
+)
+
+__all__ = ["ParallelMapDataset"]
+
+_LOCAL_ERROR = -1  # an exception raised in the consumer (pulling from the parent)
+_WAIT_SLICE = 1.0  # seconds per wait, between checks that the pool is still usable
+_DRAIN_TIMEOUT = 3.0  # seconds to wait for cancelled work before replacing the workers
+_CAPTURE_SLOW = 20e-6  # a parent get_state slower than this is captured less often
+_MAX_CAPTURE_EVERY = 256
+_DEFAULT_SHM_BUDGET = 1 << 30
+_CHUNK_BYTES = 1 << 20  # big items gain nothing from sharing a message; keep blocks small
+
+
+class ParallelMapDataset(Dataset):
+    """``fn`` over every item of ``parent`` in worker processes; see the module docstring.
+
+    ``workers``: a positive int or ``"auto"`` (:mod:`feedline.runtime.autotune`).
+    ``start_method``: ``"fork"`` (default where available), ``"spawn"`` or
+    ``"forkserver"`` (``fn`` and a random-access parent must then be picklable).
+    ``transport``: ``"auto"``, ``"shm"`` or ``"pipe"``. ``cpu_budget``: the most workers
+    ``"auto"`` may start (default: the CPUs this process may use). ``shm_budget``: the
+    most bytes of shared memory the result rings may use (default 1 GiB or a quarter of
+    the free ``/dev/shm``, whichever is smaller); it caps how many items share a block.
+    """
+
+    def __init__(
+        self,
+        parent: Dataset,
+        fn: Callable[[Any], Any],
+        *,
+        workers: int | str,
+        ordered: bool = True,
+        seed: int | None = None,
+        name: str | None = None,
+        buffer_size: int | None = None,
+        start_method: str | None = None,
+        transport: str | None = None,
+        cpu_budget: int | None = None,
+        shm_budget: int | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(parent, Dataset):
+            raise TypeError(f"`parent` must be a Dataset, got {type(parent).__name__}")
+        callable_arg("fn", fn)
+        if workers != "auto" and (
+            isinstance(workers, bool) or not isinstance(workers, int) or workers <= 0
+        ):
+            raise ValueError(f"`workers` must be a positive int or 'auto', got {workers!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise TypeError(f"`seed` must be an int or None, got {seed!r}")
+        self._parents = (parent,)
+        self._fn = fn
+        self._name = name or f"map({getattr(fn, '__name__', type(fn).__name__)})"
+        self.workers = workers
+        self.ordered = bool(ordered)
+        self.seed = seed
+        self.buffer_size = optional_positive_int("buffer_size", buffer_size)
+        self.start_method = one_of(
+            "start_method", start_method or default_start_method(), START_METHODS
+        )
+        self.transport = one_of(
+            "transport", transport or os.environ.get("FEEDLINE_TRANSPORT") or "auto", TRANSPORTS
+        )
+        self.cpu_budget = optional_positive_int("cpu_budget", cpu_budget) or autotune.cpu_budget()
+        self.shm_budget = optional_positive_int("shm_budget", shm_budget)
+        source = parent if isinstance(parent, RandomAccessDataset) else None
+        self._holder = _PoolHolder(fn, source, self)
+        self._finalizer = weakref.finalize(self, self._holder.orphan)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
+        parent = self._parents[0]
+        if isinstance(parent, RandomAccessDataset):
+            return _ParallelMapIterator(self._holder, None, len(parent), ctx.epoch)
+        return _ParallelMapIterator(self._holder, parent._build(ctx), None, ctx.epoch)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running workers (empty before the first iteration)."""
+        return self._holder.pids()
+
+    def close(self) -> None:
+        """Stop the workers now, including those of iterators still running (their next
+        ``next`` raises :class:`PipelineError`). A later iteration starts new ones."""
+        self._holder.close()
+
+
+class _PoolHolder:
+    """Keeps the dataset's idle pool and hands it to one iterator at a time (a second,
+    concurrent iterator gets a pool of its own, shut down when it is handed back)."""
+
+    def __init__(self, fn: Callable, source: Any, ds: ParallelMapDataset) -> None:
+        self.fn = fn
+        self.source = source
+        self.stage = ds.name
+        self.ordered = ds.ordered
+        self.seed = ds.seed
+        self.buffer_size = ds.buffer_size
+        self.start_method = ds.start_method
+        self.transport = ds.transport
+        self.cpu_budget = ds.cpu_budget
+        self.shm_budget = ds.shm_budget
+        self.auto = ds.workers == "auto"
+        self.workers: int | None = None if self.auto else int(ds.workers)
+        self._lock = threading.Lock()
+        self._idle: WorkerPool | None = None
+        self._leased: set[WorkerPool] = set()
+        self._orphaned = False
+
+    def acquire(self) -> WorkerPool:
+        with self._lock:
+            pool, self._idle = self._idle, None
+        want = self.workers or 1
+        if pool is not None and not (
+            pool.alive() and pool.size == want and pool.drain(_DRAIN_TIMEOUT) and pool.alive()
+        ):
+            pool.shutdown()
+            pool = None
+        if pool is None:
+            pool = WorkerPool(
+                self.fn, self.source, workers=want, stage=self.stage,
+                start_method=self.start_method, transport=self.transport,
+            )
+        with self._lock:
+            self._leased.add(pool)
+        return pool
+
+    def release(self, pool: WorkerPool) -> None:
+        with self._lock:
+            self._leased.discard(pool)
+            keep = not self._orphaned and self._idle is None and pool.broken is None
+            if keep:
+                self._idle = pool
+        if not keep:
+            pool.shutdown()
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            pools = [p for p in (self._idle, *self._leased) if p is not None]
+        return [pid for p in pools if p.broken is None for pid in p.pids]
+
+    def orphan(self) -> None:
+        """The dataset is gone: stop the idle pool; pools in use stop when handed back."""
+        with self._lock:
+            self._orphaned = True
+            pool, self._idle = self._idle, None
+        if pool is not None:
+            pool.shutdown()
+
+    def close(self) -> None:
+        with self._lock:
+            pools = [p for p in (self._idle, *self._leased) if p is not None]
+            self._idle = None
+        for pool in pools:
+            pool.shutdown()
+
+
+class _ParallelMapIterator(DatasetIterator):
+    """The ordered/unordered dispatch engine over a :class:`WorkerPool`."""
+
+    def __init__(self, holder: _PoolHolder, source: DatasetIterator | None,
+                 length: int | None, epoch: int) -> None:
+        self._holder = holder
+        self._stage = holder.stage
+        self._ordered = holder.ordered
+        self._source = source
+        self._len = length
+        self._epoch = epoch
+        self._base = 0 if length is None else epoch * length
+        self._pool: WorkerPool | None = None
+        self._gen = 0
+        self._n = 0
+        self._depth = 1
+        self._done = False
+        self._closed = False
+        # positions
+        self._next_pull = 0
+        self._next_yield = 0
+        self._yielded_ahead: set[int] = set()
+        self._exhausted = False
+        self._inflight = 0
+        self._ready: Any = {} if self._ordered else deque()
+        self._pending: list[list] = []
+        self._load: list[int] = []
+        self._rr_start = 0
+        # parent states (stream inputs)
+        self._captures: deque[tuple[int, Any]] = deque()
+        self._capture_every = 1
+        self._capture_error: StateError | None = None
+        # tuning
+        self._chunk = 1
+        self._window = 1
+        self._item_s: float | None = None
+        self._item_bytes: float | None = None
+        self._bytes_cap = 1 << 22
+        self._shm_budget = _DEFAULT_SHM_BUDGET
+        self._calibration: autotune.WorkerCalibration | None = None
+        self._last_exit: float | None = None
+        # statistics (read by feedline.runtime.stats)
+        self.wait_seconds = 0.0
+        self.worker_seconds = 0.0
+
+    # ------------------------------------------------------------------ statistics
+    @property
+    def worker_count(self) -> int:
+        return self._n or (self._holder.workers or 1)
+
+    def buffer_fill(self) -> float:
+        """Fraction of the in-flight window holding results ready to be yielded."""
+        return min(1.0, len(self._ready) / self._window) if self._window else 0.0
+
+    # ------------------------------------------------------------------ start / stop
+    def _start(self) -> None:
+        holder = self._holder
+        pool = holder.acquire()
+        self._pool = pool
+        self._n = pool.size
+        self._depth = pool.depth
+        self._gen = pool.new_generation()
+        self._pending = [[] for _ in range(self._n)]
+        self._load = [0] * self._n
+        self._rr_start = self._next_yield
+        if holder.auto and holder.workers is None:
+            self._calibration = autotune.WorkerCalibration(max_workers=holder.cpu_budget)
+            self._rr_start = self._next_yield + self._calibration.items
+        self._base_seed = holder.seed if holder.seed is not None else fresh_seed()
+        for w in range(self._n):
+            pool.reseed(w, derive_seed(self._base_seed, w, self._epoch, self._next_yield))
+        self._shm_budget = holder.shm_budget or _default_shm_budget()
+        self._retune()
+
+    def _retune(self) -> None:
+        buffer_size = self._holder.buffer_size
+        self._bytes_cap = max(1 << 16, min(_CHUNK_BYTES, self._shm_budget // (self._depth * self._n)))
+        cap = autotune.MAX_CHUNK
+        if buffer_size is not None:
+            cap = max(1, buffer_size // (self._depth * self._n))
+        self._chunk = autotune.choose_chunk(
+            item_seconds=self._item_s, item_bytes=self._item_bytes,
+            bytes_cap=self._bytes_cap, max_items=cap,
+        )
+        if self._calibration is not None:
+            self._window = self._calibration.items
+        elif buffer_size is not None:
+            self._window = buffer_size
+        else:
+            self._window = self._depth * self._n * self._chunk
+
+    def _finish_calibration(self) -> None:
+        cal, self._calibration = self._calibration, None
+        n = cal.decide()
+        holder = self._holder
+        holder.workers = n
+        pool = self._pool
+        if n > pool.size:
+            first = pool.size
+            pool.add_workers(n - first)
+            for w in range(first, n):
+                pool.reseed(w, derive_seed(self._base_seed, w, self._epoch, self._next_yield))
+            self._pending.extend([] for _ in range(n - first))
+            self._load.extend(0 for _ in range(n - first))
+        self._n = pool.size
+        self._retune()
+
+    def _release(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if any(pool.outstanding(w) for w in range(pool.size)):
+            pool.cancel()
+        self._holder.release(pool)
+
+    def _reset_buffers(self) -> None:
+        self._ready = {} if self._ordered else deque()
+        self._pending = [[] for _ in range(self._n)]
+        self._load = [0] * self._n
+        self._inflight = 0
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._done = True
+        try:
+            self._release()
+        finally:
+            self._reset_buffers()
+            if self._source is not None:
+                self._source.close()
+
+    # ------------------------------------------------------------------ iteration
+    def __next__(self) -> Any:
+        if self._done:
+            raise StopIteration
+        if self._pool is None:
+            self._start()
+        cal = self._calibration
+        start = time.perf_counter()
+        if cal is not None and self._last_exit is not None:
+            cal.add_consumer(start - self._last_exit)  # the consumer's time between calls
+        waited = self.wait_seconds
+        try:
+            pos, entry = self._step_ordered() if self._ordered else self._step_unordered()
+        except Exception:  # StopIteration included: the iteration is over
+            self._done = True
+            self._release()
+            raise
+        if entry[0] != _LOCAL_ERROR:  # the input's own error leaves its position unread
+            self._advance(pos)
+        end = time.perf_counter()
+        self._last_exit = end
+        if cal is not None:  # plus this call's own work in the consumer's thread
+            cal.add_consumer((end - start) - (self.wait_seconds - waited), items=1)
+            if cal.ready() and self._next_yield >= self._rr_start:
+                self._finish_calibration()
+        return self._unwrap(pos, entry)
+
+    def _check_pool(self) -> WorkerPool:
+        pool = self._pool
+        if pool is None or pool.broken is not None:
+            reason = "the dataset was closed" if pool is None else pool.broken
+            raise PipelineError(f"the workers of stage {self._stage!r} are gone: {reason}")
+        return pool
+
+    def _step_ordered(self) -> tuple[int, tuple]:
+        p = self._next_yield
+        ready = self._ready
+        while p not in ready:
+            self._dispatch()
+            if p in ready:
+                break
+            if self._exhausted and p >= self._next_pull:
+                raise StopIteration
+            w = self._owner(p)
+            pend = self._pending[w]
+            if pend and pend[0][0] == p:
+                self._send(w)
+            self._wait(w)
+        return p, ready.pop(p)
+
+    def _step_unordered(self) -> tuple[int, tuple]:
+        ready = self._ready
+        while not ready:
+            self._dispatch()
+            if ready:
+                break
+            pool = self._check_pool()
+            busy = [w for w in range(self._n) if pool.outstanding(w)]
+            if not busy:
+                if self._exhausted and not any(self._pending):
+                    raise StopIteration
+                continue  # _dispatch flushes pending items to the idle workers
+            self._wait(None)
+        return ready.popleft()
+
+    def _advance(self, p: int) -> None:
+        """Record that position ``p`` was yielded (or raised)."""
+        self._inflight -= 1
+        if p == self._next_yield:
+            q = p + 1
+            ahead = self._yielded_ahead
+            while q in ahead:
+                ahead.discard(q)
+                q += 1
+            self._next_yield = q
+            caps = self._captures
+            while len(caps) > 1 and caps[1][0] <= q:
+                caps.popleft()
+        else:
+            self._yielded_ahead.add(p)
+
+    def _unwrap(self, pos: int, entry: tuple) -> Any:
+        status, value = entry
+        if status == OK:
+            return value
+        self._done = True
+        self._release()
+        if status == _LOCAL_ERROR:
+            self._inflight -= 1
+            raise value
+        if status == CANCELLED:  # pragma: no cover - a cancelled item is never yielded
+            raise PipelineError(f"stage {self._stage!r}: item {pos} was cancelled")
+        exc = unpack_exception(value, stage=self._stage, position=pos)
+        raise exc
+
+    def _owner(self, p: int) -> int:
+        if p < self._rr_start:
+            return 0
+        return (p - self._rr_start) % self._n
+
+    def _pull_one(self) -> int | None:
+        """Pull the next position into a worker's pending list; its worker, -1 for an
+        already-yielded position (after a restore) or ``None`` at the end."""
+        p = self._next_pull
+        if self._source is None:
+            if p >= self._len:
+                self._exhausted = True
+                return None
+            item = None
+        else:
+            if self._capture_error is None and (
+                not self._captures or p - self._captures[-1][0] >= self._capture_every
+            ):
+                self._capture(p)
+            try:
+                item = next(self._source)
+            except StopIteration:
+                self._exhausted = True
+                return None
+            except Exception as exc:  # raised in its place in the output
+                self._exhausted = True
+                self._inflight += 1
+                add_note(exc, f"raised by the input of stage {self._stage!r} at item {p}")
+                if self._ordered:
+                    self._ready[p] = (_LOCAL_ERROR, exc)
+                else:
+                    self._ready.append((p, (_LOCAL_ERROR, exc)))
+                return None
+        self._next_pull = p + 1
+        if p in self._yielded_ahead:
+            return -1
+        if self._ordered:
+            w = self._owner(p)
+        else:
+            load = self._load
+            w = min(range(self._n), key=load.__getitem__)
+        self._pending[w].append((p, item))
+        self._load[w] += 1
+        self._inflight += 1
+        return w
+
+    def _capture(self, p: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            state = self._source.get_state()
+        except StateError as exc:
+            self._capture_error = exc
+            return
+        self._captures.append((p, state))
+        if time.perf_counter() - t0 > _CAPTURE_SLOW and self._capture_every < _MAX_CAPTURE_EVERY:
+            self._capture_every *= 2
+
+    def _dispatch(self) -> None:
+        """Pull while the window allows and send chunks to workers with room."""
+        pool = self._check_pool()
+        if self._calibration is not None and self._next_pull >= self._rr_start and not any(
+            pool.outstanding(w) for w in range(self._n)
+        ):
+            self._finish_calibration()  # all calibration items are back: decide now
+        depth, chunk = self._depth, self._chunk
+        pending = self._pending
+        while (
+            not self._exhausted
+            and self._inflight < self._window
+            and (self._calibration is None or self._next_pull < self._rr_start)
+        ):
+            w = self._pull_one()
+            if w is None:
+                break
+            if w >= 0 and len(pending[w]) >= chunk and len(pool.outstanding(w)) < depth:
+                self._send(w)
+        full = self._exhausted or self._inflight >= self._window
+        for w in range(self._n):
+            pend = pending[w]
+            out = pool.outstanding(w)
+            while pend and len(out) < depth and (full or not out or len(pend) >= chunk):
+                self._send(w)
+
+    def _send(self, w: int) -> None:
+        pend = self._pending[w]
+        chunk = pend[: self._chunk]
+        del pend[: self._chunk]
+        positions = [p for p, _ in chunk]
+        items = None if self._source is None else [x for _, x in chunk]
+        try:
+            self._pool.submit(w, self._gen, self._base, positions, items)
+        except Exception as exc:
+            add_note(exc, f"while sending items {positions[0]}..{positions[-1]} to worker {w} "
+                          f"of stage {self._stage!r} (items must be picklable)")
+            raise
+
+    def _wait(self, target: int | None) -> None:
+        """Block until worker ``target`` (any busy worker when ``None``) has replied,
+        collecting every reply that arrives meanwhile and refilling those workers."""
+        t0 = time.perf_counter()
+        try:
+            while True:
+                pool = self._check_pool()
+                busy = [w for w in range(self._n) if pool.outstanding(w)]
+                if target is not None and target not in busy:
+                    raise PipelineError(  # pragma: no cover - an engine bug, never a hang
+                        f"stage {self._stage!r}: waiting for worker {target}, which has no work"
+                    )
+                got = pool.ready(busy, _WAIT_SLICE)
+                for w in got:
+                    self._collect(w)
+                if got and (target is None or target in got):
+                    return
+                if got:
+                    self._dispatch()
+        finally:
+            self.wait_seconds += time.perf_counter() - t0
+
+    def _collect(self, w: int) -> None:
+        positions, entries, busy, nbytes = self._pool.collect(w)
+        n = len(positions)
+        self.worker_seconds += busy
+        self._load[w] -= n
+        if self._ordered:
+            self._ready.update(zip(positions, entries))
+        else:
+            self._ready.extend(zip(positions, entries))
+        if self._calibration is not None:
+            self._calibration.add_worker(items=n, seconds=busy)
+        per_item = busy / n
+        per_bytes = nbytes / n
+        if self._item_s is None:
+            self._item_s, self._item_bytes = per_item, per_bytes
+        else:
+            self._item_s = 0.7 * self._item_s + 0.3 * per_item
+            self._item_bytes = 0.7 * self._item_bytes + 0.3 * per_bytes
+        self._retune()
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict[str, Any]:
+        p = self._next_yield
+        state: dict[str, Any] = {
+            "type": "parallel_map",
+            "pos": p,
+            "done": sorted(self._yielded_ahead),
+        }
+        if self._source is None:
+            state["len"] = self._len
+            return state
+        if not self._captures and self._next_pull == 0 and self._capture_error is None:
+            self._capture(0)
+        if self._capture_error is not None:
+            raise StateNotSupportedError(
+                f"stage {self._stage!r} cannot report its position because its input cannot: "
+                f"{self._capture_error}"
+            ) from self._capture_error
+        cap_pos, cap_state = self._captures[0]
+        state["parent"] = cap_state
+        state["skip"] = p - cap_pos
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        check_state(state, "parallel_map", ("pos", "done"))
+        pos = non_negative_int("state['pos']", state["pos"])
+        done = state["done"]
+        if not isinstance(done, list) or any(
+            isinstance(d, bool) or not isinstance(d, int) or d <= pos for d in done
+        ):
+            raise StateError(f"state['done'] must list positions after {pos}, got {done!r}")
+        if self._source is None:
+            if "len" not in state:
+                raise StateError(f"state for stage {self._stage!r} was made over a stream input, "
+                                 "this one reads a random-access dataset")
+            if state["len"] != self._len:
+                raise StateError(f"state is for an input of {state['len']} items, this one has "
+                                 f"{self._len}")
+        elif "parent" not in state or "skip" not in state:
+            raise StateError(f"state for stage {self._stage!r} was made over a random-access "
+                             "input, this one reads a stream")
+        self._release()
+        self._reset_buffers()
+        self._done = self._closed
+        self._exhausted = False
+        self._captures.clear()
+        self._capture_error = None
+        if self._source is not None:
+            skip = non_negative_int("state['skip']", state["skip"])
+            self._source.set_state(state["parent"])
+            for k in range(skip):
+                try:
+                    next(self._source)
+                except StopIteration:
+                    raise StateError(
+                        f"the input of stage {self._stage!r} ended after {k} of the {skip} items "
+                        "to skip while resuming; it does not yield the same items every time"
+                    ) from None
+            self._captures.append((pos - skip, state["parent"]))
+        self._next_pull = self._next_yield = pos
+        self._yielded_ahead = set(done)
+
+
+def _default_shm_budget() -> int:
+    from feedline.runtime.shm import shm_free_bytes
+
+    free = shm_free_bytes()
+    return _DEFAULT_SHM_BUDGET if free is None else max(1 << 22, min(_DEFAULT_SHM_BUDGET, free // 4))

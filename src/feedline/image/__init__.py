@@ -1,0 +1,69 @@
+"""Images: decode, augment, pack (im2rec) and read packed image datasets.
+
+* :func:`decode` (:mod:`feedline.image.decode`): JPEG through libjpeg-turbo with
+  reduced-size DCT decoding, other formats through Pillow;
+* augmenters (:mod:`feedline.image.augment`): ``Resize``, ``CenterCrop``, ``RandomCrop``,
+  ``RandomResizedCrop``, ``HorizontalFlip``, ``ColorJitter``, ``Pad``, ``Normalize``,
+  ``ToCHW``, ``Cast``, chained reproducibly by ``Compose``;
+* :func:`pack_images` (:mod:`feedline.image.pack`, CLI ``feedline pack``): MXNet's im2rec,
+  into RecordIO or TFRecord shards; ``.lst`` files in :mod:`feedline.image.listfile`;
+* :class:`ImageRecordIter` (:mod:`feedline.image.record_iter`): MXNet's iterator as a
+  configured :class:`feedline.Dataset` pipeline.
+
+Needs the ``image`` extra (``pip install 'feedline[image]'``: simplejpeg, Pillow), imported
+only when an image is decoded or encoded; the other names load lazily on first use.
+
+>>> from feedline.image import decode, Compose, RandomCrop, HorizontalFlip
+>>> import numpy as np
+>>> aug = Compose([RandomCrop(2), HorizontalFlip()])
+>>> aug(np.zeros((4, 4, 3), np.uint8), seed=0, epoch=0, index=0).shape
+(2, 2, 3)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# ``decode`` is both a submodule and its main function: import the function eagerly so
+# that ``feedline.image.decode`` is the function (the module is
+# ``sys.modules["feedline.image.decode"]``; ``from feedline.image.decode import ...`` works).
+from feedline.image.decode import decode, image_format, probe  # noqa: E402
+
+# public name -> module that defines it (loaded on first use)
+_EXPORTS = {
+    "Augmenter": "feedline.image.augment",
+    "Compose": "feedline.image.augment",
+    "Resize": "feedline.image.augment",
+    "CenterCrop": "feedline.image.augment",
+    "RandomCrop": "feedline.image.augment",
+    "RandomResizedCrop": "feedline.image.augment",
+    "HorizontalFlip": "feedline.image.augment",
+    "ColorJitter": "feedline.image.augment",
+    "Pad": "feedline.image.augment",
+    "Normalize": "feedline.image.augment",
+    "ToCHW": "feedline.image.augment",
+    "Cast": "feedline.image.augment",
+    "pack_images": "feedline.image.pack",
+    "PackResult": "feedline.image.pack",
+    "read_list": "feedline.image.listfile",
+    "write_list": "feedline.image.listfile",
+    "list_folder": "feedline.image.listfile",
+    "ListItem": "feedline.image.listfile",
+    "ImageRecordIter": "feedline.image.record_iter",
+}
+
+__all__ = ["decode", "probe", "image_format", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'feedline.image' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

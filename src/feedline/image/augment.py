@@ -1,0 +1,784 @@
+"""Image augmenters: small, picklable objects composed into one deterministic transform.
+
+Every augmenter takes an image as a ``(H, W, C)`` array (``C`` is 1 or 3; ``uint8`` or
+``float32``) and a :class:`numpy.random.Generator`, and returns a new image::
+
+    out = augmenter(img, rng)
+
+Deterministic augmenters ignore ``rng``; random ones draw from it (a fresh unseeded
+generator when ``rng`` is ``None``). Augmenters never modify their input in place, but
+may return a *view* of it (crops and flips are slices), so the result can share memory
+with the input until a later step copies.
+
+:class:`Compose` chains augmenters and makes them reproducible: ``Compose(...)(img,
+seed=s, epoch=e, index=i)`` draws every random choice from a generator seeded with
+``SeedSequence([s, e, i])``, so the same record gets the same augmentation in the same
+epoch of every run, whichever worker process handles it, and a different one in the next
+epoch. It also runs the common tail fast: ``Normalize`` followed by ``ToCHW`` (and
+``Cast("float32")``) is one numpy pass from the ``uint8`` HWC view to a ``float32`` CHW
+array, and the result is always C-contiguous and writable (a flipped crop is copied
+exactly once).
+
+Channel order is whatever the decoder produced (RGB from :func:`feedline.image.decode`),
+and pixel values are 0..255 until :class:`Normalize`.
+
+>>> import numpy as np
+>>> img = np.arange(6 * 8 * 3, dtype=np.uint8).reshape(6, 8, 3)
+>>> aug = Compose([RandomCrop(4), HorizontalFlip(), Normalize(mean=[1, 2, 3], std=2), ToCHW()])
+>>> out = aug(img, seed=7, epoch=0, index=5)
+>>> out.shape, out.dtype, out.flags.c_contiguous
+((3, 4, 4), dtype('float32'), True)
+>>> bool((aug(img, seed=7, epoch=0, index=5) == out).all())   # same (seed, epoch, index)
+True
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from feedline._optional import require
+from feedline._validate import non_negative_int, one_of, positive_int, probability
+
+__all__ = [
+    "Augmenter",
+    "Compose",
+    "Resize",
+    "CenterCrop",
+    "RandomCrop",
+    "RandomResizedCrop",
+    "HorizontalFlip",
+    "ColorJitter",
+    "Pad",
+    "Normalize",
+    "ToCHW",
+    "Cast",
+    "make_rng",
+    "INTERPOLATIONS",
+]
+
+#: Interpolation names accepted by the resizing augmenters (Pillow's filters; when
+#: shrinking, every filter but "nearest" is antialiased).
+INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos", "box", "hamming")
+
+_GRAY_WEIGHTS = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+
+
+def make_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
+    """The generator :class:`Compose` uses for record ``index`` in ``epoch`` under ``seed``.
+
+    >>> a = make_rng(0, 1, 2).integers(1000); b = make_rng(0, 1, 2).integers(1000)
+    >>> bool(a == b)
+    True
+    """
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, index])))
+
+
+def _size_pair(name: str, value: Any) -> tuple[int, int]:
+    """An int ``n`` means ``(n, n)``; a pair means ``(height, width)``."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"`{name}` must be an int or a (height, width) pair, got {value!r}")
+        return positive_int(f"{name}[0]", value[0]), positive_int(f"{name}[1]", value[1])
+    n = positive_int(name, value)
+    return n, n
+
+
+def _range_pair(name: str, value: Any, *, positive: bool) -> tuple[float, float]:
+    if (
+        not isinstance(value, (tuple, list))
+        or len(value) != 2
+        or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value)
+    ):
+        raise TypeError(f"`{name}` must be a (low, high) pair of numbers, got {value!r}")
+    low, high = float(value[0]), float(value[1])
+    if not (0 < low <= high if positive else 0 <= low <= high) or not math.isfinite(high):
+        kind = "0 < low <= high" if positive else "0 <= low <= high"
+        raise ValueError(f"`{name}` must satisfy {kind}, got {value!r}")
+    return low, high
+
+
+def _check_out(who: str, out: np.ndarray, shape: tuple[int, ...]) -> None:
+    if not isinstance(out, np.ndarray) or out.shape != shape:
+        got = getattr(out, "shape", type(out).__name__)
+        raise ValueError(f"{who}: `out` has shape {got}, the result has {shape}")
+
+
+def _check_image(img: Any, who: str) -> np.ndarray:
+    if not isinstance(img, np.ndarray) or img.ndim != 3:
+        shape = getattr(img, "shape", None)
+        raise ValueError(
+            f"{who} expects an (H, W, C) image array, got {type(img).__name__} with shape {shape}"
+        )
+    return img
+
+
+def _pil_resize(img: np.ndarray, height: int, width: int, interpolation: str) -> np.ndarray:
+    """Resize an HWC uint8/float32 image to exactly (height, width) with Pillow."""
+    if img.shape[0] == height and img.shape[1] == width:
+        return img
+    Image = require("PIL.Image", extra="image")
+    resample = getattr(Image.Resampling, interpolation.upper())
+    channels = img.shape[2]
+    if img.dtype == np.uint8 and channels in (1, 3):
+        src = np.ascontiguousarray(img if channels == 3 else img[:, :, 0])
+        out = np.asarray(Image.fromarray(src).resize((width, height), resample))
+        return out if channels == 3 else out[:, :, None]
+    # other dtypes/channel counts: one float32 plane at a time
+    planes = [
+        np.asarray(
+            Image.fromarray(np.ascontiguousarray(img[:, :, c], dtype=np.float32), mode="F").resize(
+                (width, height), resample
+            )
+        )
+        for c in range(channels)
+    ]
+    out = np.stack(planes, axis=2)
+    if img.dtype == np.uint8:
+        return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+    return out.astype(img.dtype, copy=False)
+
+
+class Augmenter:
+    """Base class: ``__call__(img, rng=None)`` returns the augmented image.
+
+    ``random`` tells :class:`Compose` whether the augmenter draws from ``rng``. Subclasses
+    keep their configuration in plain attributes so that they pickle into worker
+    processes and print with a readable ``repr``.
+    """
+
+    random = False
+    _fields: tuple[str, ...] = ()
+
+    def __call__(self, img: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(_same(getattr(self, f), getattr(other, f)) for f in self._fields)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    return a == b
+
+
+class Resize(Augmenter):
+    """Scale the image so that its shorter side is ``shorter_side`` pixels.
+
+    The longer side becomes ``longer * shorter_side // shorter`` (rounded down, as MXNet's
+    ``resize_short`` and torchvision's ``Resize(int)`` do); the aspect ratio is kept.
+    Images are scaled up as well as down. ``interpolation`` is one of
+    :data:`INTERPOLATIONS` (Pillow's antialiased filters).
+
+    >>> import numpy as np
+    >>> Resize(4)(np.zeros((8, 12, 3), np.uint8)).shape
+    (4, 6, 3)
+    """
+
+    _fields = ("shorter_side", "interpolation")
+
+    def __init__(self, shorter_side: int, *, interpolation: str = "bilinear") -> None:
+        self.shorter_side = positive_int("shorter_side", shorter_side)
+        self.interpolation = one_of("interpolation", interpolation, INTERPOLATIONS)
+
+    def output_size(self, height: int, width: int) -> tuple[int, int]:
+        """``(height, width)`` after resizing an image of ``(height, width)``."""
+        size = self.shorter_side
+        if height <= width:
+            return size, max(1, width * size // height)
+        return max(1, height * size // width), size
+
+    def __call__(self, img, rng=None):
+        _check_image(img, "Resize")
+        h, w = self.output_size(img.shape[0], img.shape[1])
+        return _pil_resize(img, h, w, self.interpolation)
+
+
+class CenterCrop(Augmenter):
+    """Cut the central ``size`` (int for a square, or ``(height, width)``) region.
+
+    The offset is ``(H - height) // 2`` and ``(W - width) // 2``. The result is a view.
+    An image smaller than the crop raises ``ValueError``; put :class:`Resize` or
+    :class:`Pad` before the crop.
+
+    >>> import numpy as np
+    >>> img = np.arange(16, dtype=np.uint8).reshape(4, 4, 1)
+    >>> CenterCrop(2)(img)[:, :, 0].tolist()
+    [[5, 6], [9, 10]]
+    """
+
+    _fields = ("size",)
+
+    def __init__(self, size: int | tuple[int, int]) -> None:
+        self.size = _size_pair("size", size)
+
+    def __call__(self, img, rng=None):
+        _check_image(img, "CenterCrop")
+        ch, cw = self.size
+        h, w = img.shape[:2]
+        _check_fits(self, h, w, ch, cw)
+        y, x = (h - ch) // 2, (w - cw) // 2
+        return img[y : y + ch, x : x + cw]
+
+
+def _check_fits(aug: Augmenter, h: int, w: int, ch: int, cw: int) -> None:
+    if h < ch or w < cw:
+        raise ValueError(
+            f"{type(aug).__name__}: image of {h}x{w} (height x width) is smaller than the "
+            f"crop {ch}x{cw}; put Resize or Pad before the crop"
+        )
+
+
+class RandomCrop(Augmenter):
+    """Cut a ``size`` region at a uniformly random position (every position equally likely).
+
+    The offsets are ``rng.integers(0, H - height + 1)`` and ``rng.integers(0, W - width +
+    1)``; the result is a view. An image smaller than the crop raises ``ValueError``.
+
+    >>> import numpy as np
+    >>> RandomCrop((2, 3))(np.zeros((5, 5, 3), np.uint8), np.random.default_rng(0)).shape
+    (2, 3, 3)
+    """
+
+    random = True
+    _fields = ("size",)
+
+    def __init__(self, size: int | tuple[int, int]) -> None:
+        self.size = _size_pair("size", size)
+
+    def __call__(self, img, rng=None):
+        _check_image(img, "RandomCrop")
+        rng = np.random.default_rng() if rng is None else rng
+        ch, cw = self.size
+        h, w = img.shape[:2]
+        _check_fits(self, h, w, ch, cw)
+        y = int(rng.integers(0, h - ch + 1))
+        x = int(rng.integers(0, w - cw + 1))
+        return img[y : y + ch, x : x + cw]
+
+
+class RandomResizedCrop(Augmenter):
+    """Cut a random region of random area and aspect ratio, then resize it to ``size``.
+
+    The Inception-style crop: up to 10 times, draw a fraction of the image area uniformly
+    from ``scale`` and an aspect ratio (width / height) log-uniformly from ``ratio``; the
+    first box of that area and ratio that fits in the image is placed uniformly at
+    random. If none fits, the largest centred box whose ratio is ``ratio`` clamped is used.
+    The box is then resized to ``size`` (int for a square, or ``(height, width)``).
+
+    >>> import numpy as np
+    >>> aug = RandomResizedCrop(8, scale=(0.5, 1.0))
+    >>> aug(np.zeros((20, 30, 3), np.uint8), np.random.default_rng(0)).shape
+    (8, 8, 3)
+    """
+
+    random = True
+    _fields = ("size", "scale", "ratio", "interpolation")
+
+    def __init__(
+        self,
+        size: int | tuple[int, int],
+        *,
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3 / 4, 4 / 3),
+        interpolation: str = "bilinear",
+    ) -> None:
+        self.size = _size_pair("size", size)
+        self.scale = _range_pair("scale", scale, positive=True)
+        if self.scale[1] > 1.0:
+            raise ValueError(f"`scale` must lie in (0, 1], got {scale!r}")
+        self.ratio = _range_pair("ratio", ratio, positive=True)
+        self.interpolation = one_of("interpolation", interpolation, INTERPOLATIONS)
+
+    def box(self, height: int, width: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
+        """Draw the crop box ``(y, x, h, w)`` for an image of ``(height, width)``."""
+        area = height * width
+        log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
+        for _ in range(10):
+            target = area * rng.uniform(self.scale[0], self.scale[1])
+            aspect = math.exp(rng.uniform(log_lo, log_hi))
+            w = int(round(math.sqrt(target * aspect)))
+            h = int(round(math.sqrt(target / aspect)))
+            if 0 < w <= width and 0 < h <= height:
+                y = int(rng.integers(0, height - h + 1))
+                x = int(rng.integers(0, width - w + 1))
+                return y, x, h, w
+        aspect = width / height
+        if aspect < self.ratio[0]:
+            w, h = width, max(1, min(height, int(round(width / self.ratio[0]))))
+        elif aspect > self.ratio[1]:
+            h, w = height, max(1, min(width, int(round(height * self.ratio[1]))))
+        else:
+            h, w = height, width
+        return (height - h) // 2, (width - w) // 2, h, w
+
+    def __call__(self, img, rng=None):
+        _check_image(img, "RandomResizedCrop")
+        rng = np.random.default_rng() if rng is None else rng
+        y, x, h, w = self.box(img.shape[0], img.shape[1], rng)
+        return _pil_resize(img[y : y + h, x : x + w], *self.size, self.interpolation)
+
+
+class HorizontalFlip(Augmenter):
+    """Mirror the image left-right with probability ``p`` (MXNet's ``rand_mirror``).
+
+    Draws ``rng.random() < p`` once per call (also when ``p`` is 0 or 1, so that the
+    draws of later augmenters do not depend on ``p``). The result is a view.
+
+    >>> import numpy as np
+    >>> img = np.arange(3, dtype=np.uint8).reshape(1, 3, 1)
+    >>> HorizontalFlip(p=1.0)(img)[0, :, 0].tolist()
+    [2, 1, 0]
+    """
+
+    random = True
+    _fields = ("p",)
+
+    def __init__(self, p: float = 0.5) -> None:
+        self.p = probability("p", p)
+
+    def __call__(self, img, rng=None):
+        _check_image(img, "HorizontalFlip")
+        rng = np.random.default_rng() if rng is None else rng
+        return img[:, ::-1] if rng.random() < self.p else img
+
+
+class ColorJitter(Augmenter):
+    """Randomly change brightness, contrast and saturation (in a random order).
+
+    Each enabled adjustment draws a factor ``a`` uniformly from ``[max(0, 1 - v), 1 + v]``
+    for its strength ``v``:
+
+    * brightness: ``img * a``;
+    * contrast: ``img * a + mean_gray * (1 - a)``, ``mean_gray`` the mean of the image's
+      luma ``0.299 R + 0.587 G + 0.114 B``;
+    * saturation: ``img * a + gray * (1 - a)`` with each pixel's luma ``gray`` (no effect
+      on a 1-channel image).
+
+    Pixel values are on the 0..255 scale, so put this before :class:`Normalize`. The
+    result has the input's dtype, clipped to [0, 255] (and rounded for ``uint8``).
+
+    >>> import numpy as np
+    >>> img = np.full((2, 2, 3), 100, np.uint8)
+    >>> out = ColorJitter(brightness=0.5)(img, np.random.default_rng(0))
+    >>> out.dtype, 50 <= int(out[0, 0, 0]) <= 150
+    (dtype('uint8'), True)
+    """
+
+    random = True
+    _fields = ("brightness", "contrast", "saturation")
+
+    def __init__(self, brightness: float = 0.0, contrast: float = 0.0, saturation: float = 0.0):
+        self.brightness = _non_negative_number("brightness", brightness)
+        self.contrast = _non_negative_number("contrast", contrast)
+        self.saturation = _non_negative_number("saturation", saturation)
+
+    def __call__(self, img, rng=None):
+        _check_image(img, "ColorJitter")
+        rng = np.random.default_rng() if rng is None else rng
+        ops = [
+            (name, strength)
+            for name, strength in (
+                ("brightness", self.brightness),
+                ("contrast", self.contrast),
+                ("saturation", self.saturation),
+            )
+            if strength > 0
+        ]
+        if not ops:
+            return img
+        out = img.astype(np.float32)
+        for k in rng.permutation(len(ops)):
+            name, strength = ops[int(k)]
+            a = np.float32(rng.uniform(max(0.0, 1.0 - strength), 1.0 + strength))
+            if name == "brightness":
+                out *= a
+            elif name == "contrast":
+                mean = _luma(out).mean(dtype=np.float64)
+                out *= a
+                out += np.float32((1.0 - a) * mean)
+            elif out.shape[2] == 3:
+                gray = _luma(out)[:, :, None]
+                out *= a
+                out += gray * (np.float32(1.0) - a)
+        np.clip(out, 0, 255, out=out)
+        if img.dtype == np.uint8:
+            return np.rint(out, out=out).astype(np.uint8)
+        return out.astype(img.dtype, copy=False)
+
+
+def _luma(img: np.ndarray) -> np.ndarray:
+    if img.shape[2] == 1:
+        return img[:, :, 0]
+    return img @ _GRAY_WEIGHTS
+
+
+def _non_negative_number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{name}` must be a non-negative number, got {value!r}")
+    if not (0 <= value < math.inf):
+        raise ValueError(f"`{name}` must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+class Pad(Augmenter):
+    """Add a border: ``padding`` pixels on every side (int) or ``(top, bottom, left,
+    right)``.
+
+    ``mode`` is ``"constant"`` (filled with ``fill``: a number or one value per channel),
+    ``"edge"`` (repeat the border pixels), ``"reflect"`` (mirror without repeating the
+    edge) or ``"symmetric"`` (mirror repeating the edge), as in :func:`numpy.pad`.
+
+    >>> import numpy as np
+    >>> Pad((1, 0, 2, 0), fill=9)(np.zeros((1, 1, 1), np.uint8))[:, :, 0].tolist()
+    [[9, 9, 9], [9, 9, 0]]
+    """
+
+    _fields = ("padding", "fill", "mode")
+
+    def __init__(
+        self, padding: int | tuple[int, int, int, int], *, fill: Any = 0, mode: str = "constant"
+    ) -> None:
+        if isinstance(padding, (tuple, list)):
+            if len(padding) != 4:
+                raise ValueError(
+                    f"`padding` must be an int or (top, bottom, left, right), got {padding!r}"
+                )
+            self.padding = tuple(non_negative_int(f"padding[{i}]", p) for i, p in enumerate(padding))
+        else:
+            p = non_negative_int("padding", padding)
+            self.padding = (p, p, p, p)
+        self.mode = one_of("mode", mode, ("constant", "edge", "reflect", "symmetric"))
+        fills = np.atleast_1d(np.asarray(fill, dtype=np.float64))
+        if fills.ndim != 1 or fills.size == 0 or not np.all(np.isfinite(fills)):
+            raise ValueError(f"`fill` must be a number or one number per channel, got {fill!r}")
+        self.fill = fill
+
+    def __call__(self, img, rng=None):
+        _check_image(img, "Pad")
+        top, bottom, left, right = self.padding
+        if not any(self.padding):
+            return img
+        h, w, c = img.shape
+        if self.mode != "constant":
+            if self.mode == "reflect" and (max(top, bottom) >= h or max(left, right) >= w):
+                raise ValueError(
+                    f"Pad: mode 'reflect' needs padding smaller than the image ({h}x{w}), "
+                    f"got {self.padding}"
+                )
+            return np.pad(img, ((top, bottom), (left, right), (0, 0)), mode=self.mode)
+        fills = np.atleast_1d(np.asarray(self.fill))
+        if fills.size not in (1, c):
+            raise ValueError(f"Pad: `fill` has {fills.size} values for an image of {c} channels")
+        out = np.empty((h + top + bottom, w + left + right, c), dtype=img.dtype)
+        out[...] = fills.astype(img.dtype) if img.dtype != np.uint8 else np.clip(fills, 0, 255)
+        out[top : top + h, left : left + w] = img
+        return out
+
+
+class Normalize(Augmenter):
+    """``(img - mean) / std`` as ``float32``, per channel or with a mean image.
+
+    * ``mean``: a number, one number per channel, an ``(H, W, C)`` mean image (the size of
+      the image at this point of the chain), or the path of a ``.npy`` file holding one.
+    * ``std``: a positive number or one positive number per channel.
+
+    The output is HWC ``float32``; followed by :class:`ToCHW` inside :class:`Compose`, both
+    run as one pass that writes the CHW result directly.
+
+    >>> import numpy as np
+    >>> img = np.full((1, 1, 3), 100, np.uint8)
+    >>> Normalize(mean=[100, 50, 0], std=[1, 2, 4])(img)[0, 0].tolist()
+    [0.0, 25.0, 25.0]
+    """
+
+    _fields = ("mean", "std")
+
+    def __init__(self, mean: Any = 0.0, std: Any = 1.0) -> None:
+        if isinstance(mean, (str, os.PathLike)):
+            mean = np.load(os.fspath(mean), allow_pickle=False)
+        mean_arr = np.asarray(mean, dtype=np.float32)
+        if mean_arr.ndim == 3:
+            pass  # a mean image
+        elif mean_arr.ndim > 1 or mean_arr.size == 0:
+            raise ValueError(
+                "`mean` must be a number, one number per channel or an (H, W, C) mean image, "
+                f"got an array of shape {mean_arr.shape}"
+            )
+        if not np.all(np.isfinite(mean_arr)):
+            raise ValueError("`mean` must be finite")
+        std_arr = np.asarray(std, dtype=np.float32)
+        if std_arr.ndim > 1 or std_arr.size == 0 or not np.all(std_arr > 0) or not np.all(
+            np.isfinite(std_arr)
+        ):
+            raise ValueError(f"`std` must be a positive number or one per channel, got {std!r}")
+        self.mean = mean if isinstance(mean, np.ndarray) else mean_arr.tolist()
+        self.std = std_arr.tolist()
+        self._mean = mean_arr
+        self._inv_std = (1.0 / std_arr.astype(np.float64)).astype(np.float32).reshape(-1)
+        self._image_mean = mean_arr.ndim == 3
+        if not self._image_mean:
+            m = mean_arr.reshape(-1).astype(np.float64)
+            self._bias = (-m * self._inv_std.astype(np.float64)).astype(np.float32)
+        self._mean_chw = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_mean_chw"] = None
+        return state
+
+    def _check(self, img: np.ndarray) -> None:
+        c = img.shape[2]
+        if self._image_mean:
+            if self._mean.shape != img.shape:
+                raise ValueError(
+                    f"Normalize: mean image of shape {self._mean.shape} does not match the "
+                    f"image of shape {img.shape}"
+                )
+        elif self._bias.size not in (1, c):
+            raise ValueError(
+                f"Normalize: `mean` has {self._bias.size} values for an image of {c} channels"
+            )
+        if self._inv_std.size not in (1, c):
+            raise ValueError(
+                f"Normalize: `std` has {self._inv_std.size} values for an image of {c} channels"
+            )
+
+    def __call__(self, img, rng=None, *, chw: bool = False, out: np.ndarray | None = None):
+        """Normalise ``img``; with ``chw=True`` return (or fill ``out`` with) the CHW layout."""
+        _check_image(img, "Normalize")
+        self._check(img)
+        src = img.transpose(2, 0, 1) if chw else img
+        if out is None:
+            out = np.empty(src.shape, dtype=np.float32)
+        else:
+            _check_out("Normalize", out, src.shape)
+        if chw:
+            inv = self._inv_std[:, None, None]
+        else:
+            inv = self._inv_std
+        if self._image_mean:
+            mean = self._mean
+            if chw:
+                if self._mean_chw is None:
+                    self._mean_chw = np.ascontiguousarray(self._mean.transpose(2, 0, 1))
+                mean = self._mean_chw
+            np.subtract(src, mean, out=out, dtype=np.float32)
+            out *= inv
+        else:
+            bias = self._bias[:, None, None] if chw else self._bias
+            np.multiply(src, inv, out=out, dtype=np.float32)
+            out += bias
+        return out
+
+    def batch_chw(self, batch: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
+        """Normalise a whole ``(N, C, H, W)`` batch (any dtype) to ``float32``, with the
+        same arithmetic as the per-image call, so the results are bit-identical.
+
+        >>> import numpy as np
+        >>> batch = np.full((2, 3, 1, 1), 100, np.uint8)
+        >>> Normalize(mean=[100, 50, 0], std=[1, 2, 4]).batch_chw(batch)[1, :, 0, 0].tolist()
+        [0.0, 25.0, 25.0]
+        """
+        if not isinstance(batch, np.ndarray) or batch.ndim != 4:
+            raise ValueError(
+                f"Normalize.batch_chw expects an (N, C, H, W) array, got shape "
+                f"{getattr(batch, 'shape', None)}"
+            )
+        self._check(batch[0].transpose(1, 2, 0))
+        if out is None:
+            out = np.empty(batch.shape, dtype=np.float32)
+        else:
+            _check_out("Normalize", out, batch.shape)
+        inv = self._inv_std[:, None, None]
+        if self._image_mean:
+            if self._mean_chw is None:
+                self._mean_chw = np.ascontiguousarray(self._mean.transpose(2, 0, 1))
+            np.subtract(batch, self._mean_chw, out=out, dtype=np.float32)
+            out *= inv
+        else:
+            np.multiply(batch, inv, out=out, dtype=np.float32)
+            out += self._bias[:, None, None]
+        return out
+
+
+class ToCHW(Augmenter):
+    """Reorder ``(H, W, C)`` to ``(C, H, W)``. Must be the last step of a :class:`Compose`
+    (only :class:`Cast` may follow).
+
+    >>> import numpy as np
+    >>> ToCHW()(np.zeros((4, 5, 3), np.uint8)).shape
+    (3, 4, 5)
+    """
+
+    def __call__(self, img, rng=None):
+        _check_image(img, "ToCHW")
+        return img.transpose(2, 0, 1)
+
+
+class Cast(Augmenter):
+    """Convert to ``dtype``: ``"float32"`` or ``"uint8"`` (values rounded and clipped to
+    [0, 255] when converting floats to ``uint8``).
+
+    >>> import numpy as np
+    >>> Cast("uint8")(np.array([[[-3.0, 7.6, 300.0]]], np.float32)).tolist()
+    [[[0, 8, 255]]]
+    """
+
+    _fields = ("dtype",)
+
+    def __init__(self, dtype: Any = "float32") -> None:
+        name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+        self.dtype = one_of("dtype", name, ("float32", "uint8"))
+
+    def __call__(self, img, rng=None, *, out: np.ndarray | None = None):
+        if not isinstance(img, np.ndarray):
+            raise ValueError(f"Cast expects an image array, got {type(img).__name__}")
+        target = np.dtype(self.dtype)
+        if out is None:
+            if img.dtype == target:
+                return img
+            out = np.empty(img.shape, dtype=target)
+        else:
+            _check_out("Cast", out, img.shape)
+        if target == np.uint8 and img.dtype != np.uint8:
+            np.copyto(out, np.clip(np.rint(img), 0, 255), casting="unsafe")
+        else:
+            np.copyto(out, img, casting="unsafe")
+        return out
+
+
+class Compose(Augmenter):
+    """Apply augmenters in order, reproducibly, with a fast fused tail.
+
+    ``Compose(augmenters)(img, *, seed=0, epoch=0, index=0, rng=None, out=None)``:
+
+    * random choices come from ``rng`` if given, else from :func:`make_rng` ``(seed,
+      epoch, index)`` (only built when some augmenter is random);
+    * ``Normalize`` immediately followed by ``ToCHW`` runs as one pass; a trailing
+      ``Cast`` to the dtype already produced costs nothing;
+    * the result is C-contiguous and writable; with ``out=`` (an array of the result's shape and
+      dtype, e.g. one row of a batch) it is written there and ``out`` is returned.
+
+    Augmenters may be any picklable callables ``f(img, rng)``; a callable that is not an
+    :class:`Augmenter` is assumed to be random. ``ToCHW`` may only be followed by ``Cast``.
+
+    >>> import numpy as np
+    >>> aug = Compose([CenterCrop(2), Cast("float32"), ToCHW()])
+    >>> aug(np.ones((4, 4, 3), np.uint8)).shape
+    (3, 2, 2)
+    """
+
+    _fields = ("augmenters",)
+
+    def __init__(self, augmenters: Sequence[Callable]) -> None:
+        if isinstance(augmenters, (str, bytes)) or not isinstance(augmenters, Sequence):
+            raise TypeError(
+                f"`augmenters` must be a list of augmenters, got {type(augmenters).__name__}"
+            )
+        augs = []
+        for i, aug in enumerate(augmenters):
+            if not callable(aug):
+                raise TypeError(f"`augmenters[{i}]` must be callable, got {aug!r}")
+            augs.append(aug)
+        seen_chw = False
+        for i, aug in enumerate(augs):
+            if seen_chw and not isinstance(aug, Cast):
+                raise ValueError(
+                    f"`augmenters[{i}]` ({type(aug).__name__}) follows ToCHW; only Cast may follow "
+                    "ToCHW, which must come last"
+                )
+            seen_chw = seen_chw or isinstance(aug, ToCHW)
+        self.augmenters = augs
+        self.random = any(getattr(a, "random", True) for a in augs)
+        self._plan = _plan(augs)
+
+    def decode_hints(self) -> dict[str, int]:
+        """Keyword arguments for :func:`feedline.image.decode` that do not change the
+        result's shape: ``{"min_side": n}`` when the chain starts with ``Resize(n)``.
+
+        >>> Compose([Resize(256), CenterCrop(224)]).decode_hints()
+        {'min_side': 256}
+        """
+        if self.augmenters and isinstance(self.augmenters[0], Resize):
+            return {"min_side": self.augmenters[0].shorter_side}
+        return {}
+
+    def __call__(
+        self,
+        img: np.ndarray,
+        rng: np.random.Generator | None = None,
+        *,
+        seed: int = 0,
+        epoch: int = 0,
+        index: int = 0,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        if rng is None and self.random:
+            rng = make_rng(seed, epoch, index)
+        for step in self._plan[:-1]:
+            img = step(img, rng)
+        if self._plan:
+            img = self._plan[-1](img, rng, out=out) if _accepts_out(self._plan[-1]) else (
+                self._plan[-1](img, rng)
+            )
+        if out is not None:
+            if img is not out:
+                _check_out("Compose", out, img.shape)
+                np.copyto(out, img, casting="unsafe")
+            return out
+        if img.flags.c_contiguous and img.flags.writeable:
+            return img
+        return np.array(img, order="C")
+
+
+class _NormalizeCHW:
+    """Normalize + ToCHW fused (internal to :class:`Compose`)."""
+
+    def __init__(self, normalize: Normalize) -> None:
+        self.normalize = normalize
+
+    def __call__(self, img, rng=None, *, out=None):
+        return self.normalize(img, chw=True, out=out)
+
+
+def _accepts_out(step: Any) -> bool:
+    return isinstance(step, (_NormalizeCHW, Normalize, Cast))
+
+
+def _plan(augs: list) -> list:
+    """Fuse Normalize+ToCHW and drop Casts that cannot change anything."""
+    plan: list = []
+    dtype = None  # dtype known to be produced so far (None: depends on input)
+    i = 0
+    while i < len(augs):
+        aug = augs[i]
+        nxt = augs[i + 1] if i + 1 < len(augs) else None
+        if isinstance(aug, Normalize) and isinstance(nxt, ToCHW):
+            plan.append(_NormalizeCHW(aug))
+            dtype = "float32"
+            i += 2
+            continue
+        if isinstance(aug, Normalize):
+            dtype = "float32"
+        elif isinstance(aug, Cast):
+            if dtype == aug.dtype:
+                i += 1
+                continue
+            dtype = aug.dtype
+        plan.append(aug)
+        i += 1
+    return plan

@@ -1,0 +1,254 @@
+"""Decode encoded images (JPEG, PNG, ...) into ``uint8`` arrays of shape ``(H, W, C)``.
+
+JPEG goes through libjpeg-turbo (``simplejpeg``); every other format Pillow can read
+(PNG, BMP, GIF, TIFF, WebP, ...) goes through Pillow. Both libraries belong to the ``image`` extra:
+``pip install 'feedline[image]'``.
+
+* ``mode="RGB"`` returns ``(H, W, 3)``; ``mode="L"`` returns ``(H, W, 1)`` grayscale (the
+  channel axis is kept so that every augmenter sees HWC). Alpha is dropped, palettes are
+  expanded. The EXIF orientation tag is ignored, as TensorFlow's ``decode_jpeg`` and
+  torchvision's ``decode_jpeg`` ignore it by default: pixels come out in stored order.
+* ``min_side`` / ``target_size`` are size hints for *reduced-size DCT decoding*: a JPEG is
+  decoded at 1/2, 1/4 or 1/8 of its size (the power-of-two scales libjpeg-turbo decodes
+  fastest; other scales are slower than a full decode) when the smaller image is still at
+  least as large as asked. The result is therefore never smaller than the hint (unless
+  the image itself is) and usually larger: follow with
+  :class:`feedline.image.augment.Resize` for an exact size. Formats other than JPEG
+  ignore the hints and decode at full size.
+* Data that does not decode raises :class:`~feedline.exceptions.DecodeError` naming the
+  record through the optional ``path=`` and ``index=`` keywords. Skipping bad images
+  (``on_error="skip"``) is a pipeline policy, not decode's.
+
+>>> import numpy as np, simplejpeg
+>>> jpeg = simplejpeg.encode_jpeg(np.zeros((64, 96, 3), np.uint8), quality=90)
+>>> decode(jpeg).shape
+(64, 96, 3)
+>>> decode(jpeg, mode="L").shape
+(64, 96, 1)
+>>> decode(jpeg, min_side=16).shape          # decoded at 1/4 scale
+(16, 24, 3)
+>>> decode(b"not an image", path="train.rec", index=7)
+Traceback (most recent call last):
+...
+feedline.exceptions.DecodeError: train.rec: record 7: cannot decode image: unknown image format (starts with b'not an i')
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+
+from feedline._optional import require
+from feedline._validate import one_of, optional_positive_int, positive_int
+from feedline.exceptions import DecodeError
+
+__all__ = ["decode", "probe", "image_format", "MODES"]
+
+#: Output modes :func:`decode` accepts, with their channel counts.
+MODES = {"RGB": 3, "L": 1}
+
+_JPEG_MAGIC = b"\xff\xd8\xff"
+_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"GIF87a", "gif"),
+    (b"GIF89a", "gif"),
+    (b"BM", "bmp"),
+    (b"II*\x00", "tiff"),
+    (b"MM\x00*", "tiff"),
+)
+
+_simplejpeg = None
+_pil_image = None
+
+
+def _sj():
+    global _simplejpeg
+    if _simplejpeg is None:
+        _simplejpeg = require("simplejpeg", extra="image")
+    return _simplejpeg
+
+
+def _pil():
+    global _pil_image
+    if _pil_image is None:
+        _pil_image = require("PIL.Image", extra="image")
+    return _pil_image
+
+
+def image_format(buf: Any) -> str | None:
+    """Name the format of encoded image bytes from their signature.
+
+    Returns ``"jpeg"``, ``"png"``, ``"gif"``, ``"bmp"``, ``"tiff"``, ``"webp"`` or ``None``
+    when the signature is not one of these (Pillow may still read it).
+
+    >>> image_format(b"\\x89PNG\\r\\n\\x1a\\n....")
+    'png'
+    >>> image_format(b"hello") is None
+    True
+    """
+    head = bytes(memoryview(buf)[:12])
+    if head.startswith(_JPEG_MAGIC):
+        return "jpeg"
+    for magic, name in _SIGNATURES:
+        if head.startswith(magic):
+            return name
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
+def probe(buf: Any, *, path: str | None = None, index: int | None = None) -> tuple[int, int, str]:
+    """Return ``(height, width, format)`` of an encoded image without decoding its pixels.
+
+    ``format`` is as in :func:`image_format` (lower case; ``"jpeg"`` for JPEG), or the
+    lower-cased Pillow format name for other formats.
+
+    >>> import numpy as np, simplejpeg
+    >>> probe(simplejpeg.encode_jpeg(np.zeros((10, 20, 3), np.uint8)))
+    (10, 20, 'jpeg')
+    """
+    fmt = image_format(buf)
+    if fmt == "jpeg":
+        try:
+            height, width, _, _ = _sj().decode_jpeg_header(buf)
+            return int(height), int(width), "jpeg"
+        except ValueError:
+            pass  # let Pillow try (and fail with a clear message)
+    Image = _pil()
+    try:
+        with Image.open(io.BytesIO(buf)) as im:
+            width, height = im.size
+            return int(height), int(width), (im.format or fmt or "unknown").lower()
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad data
+        raise DecodeError(f"cannot read image header: {exc}", path=path, index=index) from exc
+
+
+def _reduced_dims(height: int, width: int, min_h: int, min_w: int) -> tuple[int, int] | None:
+    """Smallest power-of-two reduction of (height, width) that stays >= (min_h, min_w)."""
+    best = None
+    for denom in (2, 4, 8):
+        h, w = -(-height // denom), -(-width // denom)
+        if h >= min_h and w >= min_w:
+            best = (h, w)
+        else:
+            break
+    return best
+
+
+def decode(
+    buf: Any,
+    *,
+    mode: str = "RGB",
+    min_side: int | None = None,
+    target_size: tuple[int, int] | None = None,
+    fast: bool = False,
+    strict: bool = True,
+    path: str | None = None,
+    index: int | None = None,
+) -> np.ndarray:
+    """Decode an encoded image into a C-contiguous, writable ``uint8`` ``(H, W, C)`` array.
+
+    Args:
+        buf: encoded bytes (``bytes``, ``bytearray``, ``memoryview`` or a 1-D ``uint8``
+            array).
+        mode: ``"RGB"`` (3 channels) or ``"L"`` (1 channel, grayscale).
+        min_side: JPEG only: decode at a reduced power-of-two scale as long as the
+            shorter side stays ``>= min_side``.
+        target_size: JPEG only: ``(height, width)``; decode at a reduced power-of-two
+            scale as long as height and width stay ``>=`` these. At most one of
+            ``min_side`` and ``target_size``.
+        fast: JPEG only: use libjpeg-turbo's fast integer DCT and fast chroma upsampling
+            (a few percent faster, pixel values may differ by a few levels).
+        strict: JPEG only: with ``True`` (the default) any damage libjpeg-turbo notices
+            (truncated data, corrupt entropy-coded segments) raises; with ``False`` it
+            recovers what it can, as OpenCV does, and the missing blocks come out grey.
+            Other formats are always decoded by Pillow, which raises on truncation.
+        path, index: where the image came from, for the error message.
+
+    Raises:
+        DecodeError: the bytes are not an image or are damaged (truncated, bad data).
+
+    >>> import numpy as np, simplejpeg
+    >>> jpeg = simplejpeg.encode_jpeg(np.zeros((300, 400, 3), np.uint8))
+    >>> decode(jpeg, target_size=(100, 100)).shape   # 1/2 fits, 1/4 (75 x 100) does not
+    (150, 200, 3)
+    """
+    one_of("mode", mode, tuple(MODES))
+    optional_positive_int("min_side", min_side)
+    if target_size is not None:
+        if min_side is not None:
+            raise ValueError("give at most one of `min_side` and `target_size`")
+        if not isinstance(target_size, (tuple, list)) or len(target_size) != 2:
+            raise ValueError(
+                f"`target_size` must be a (height, width) pair of positive ints, got {target_size!r}"
+            )
+        positive_int("target_size[0]", target_size[0])
+        positive_int("target_size[1]", target_size[1])
+    if isinstance(buf, np.ndarray):
+        if buf.dtype != np.uint8 or buf.ndim != 1:
+            raise TypeError(
+                f"`buf` must be bytes or a 1-D uint8 array, got an array of {buf.dtype} "
+                f"with shape {buf.shape}"
+            )
+    elif not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise TypeError(f"`buf` must be bytes-like, got {type(buf).__name__}")
+    if len(buf) == 0:
+        raise DecodeError("cannot decode image: empty payload", path=path, index=index)
+
+    if bytes(memoryview(buf)[:3]) != _JPEG_MAGIC:
+        return _decode_pillow(buf, mode, path, index)
+    sj = _sj()
+    try:
+        kwargs: dict[str, Any] = {}
+        if min_side is not None or target_size is not None:
+            height, width, _, _ = sj.decode_jpeg_header(buf, strict=strict)
+            if min_side is not None:
+                min_h, min_w = (min_side, 0) if height <= width else (0, min_side)
+            else:
+                min_h, min_w = target_size
+            dims = _reduced_dims(height, width, min_h, min_w)
+            if dims is not None:
+                kwargs = {"min_height": dims[0], "min_width": dims[1]}
+        return sj.decode_jpeg(
+            buf,
+            colorspace="RGB" if mode == "RGB" else "GRAY",
+            fastdct=fast,
+            fastupsample=fast,
+            strict=strict,
+            **kwargs,
+        )
+    except ValueError as exc:
+        raise DecodeError(f"cannot decode image: {exc}", path=path, index=index) from exc
+
+
+def _decode_pillow(buf, mode, path, index) -> np.ndarray:
+    Image = _pil()
+    try:
+        with Image.open(io.BytesIO(buf)) as im:
+            im.load()
+            if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+                # 16-bit grayscale: keep the 8 most significant bits (Pillow would clip)
+                wide = np.asarray(im).astype(np.int64)
+                out = (np.clip(wide, 0, 65535) >> 8).astype(np.uint8)
+                if mode == "RGB":
+                    out = np.repeat(out[:, :, None], 3, axis=2)
+            elif mode == "RGB":
+                out = np.array(im.convert("RGB"))
+            else:
+                out = np.array(im.convert("L"))
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad data
+        if image_format(buf) is None and _is_unidentified(exc):
+            head = bytes(memoryview(buf)[:8])
+            message = f"cannot decode image: unknown image format (starts with {head!r})"
+        else:
+            message = f"cannot decode image: {exc}"
+        raise DecodeError(message, path=path, index=index) from exc
+    if out.ndim == 2:
+        out = out[:, :, None]
+    return np.ascontiguousarray(out)
+
+
+def _is_unidentified(exc: Exception) -> bool:
+    return type(exc).__name__ == "UnidentifiedImageError"

@@ -1,0 +1,633 @@
+"""A pool of worker processes that apply one function to chunks of items.
+
+This is the engine behind ``Dataset.map(fn, workers=N)``
+(:mod:`feedline.dataset.parallel_map`); it knows nothing about datasets beyond "call
+``source._getitem(i)``" for random-access inputs.
+
+Processes
+    ``N`` processes named ``feedline-<stage>-<k>`` started with ``fork`` by default
+    (where the platform has it): start-up costs a few milliseconds, and the function and
+    the input dataset are inherited as they are — lambdas and closures work, nothing has
+    to be pickled. ``spawn``/``forkserver`` are available for programs that must not
+    fork (for example when other threads hold locks a child could need); they start each
+    worker in a fresh interpreter (hundreds of milliseconds) and pickle the function and
+    dataset, so those must be importable at module level. Workers ignore ``SIGINT`` (the
+    consumer handles Ctrl-C and shuts them down), run torch with one thread, and exit by
+    themselves within a second when the consumer process is gone (``os.getppid`` check
+    while idle; a broken pipe while sending).
+
+Links
+    Each worker has a task channel and a result channel (:class:`~feedline.runtime.shm.Channel`):
+    a pipe for small messages plus a ring of shared-memory blocks for array payloads
+    (``transport="shm"``), or the pipe alone (``transport="pipe"``). At most
+    :attr:`WorkerPool.depth` chunks are outstanding per worker — 3 with shared memory,
+    1 over pipes — which is what lets ring blocks be reused without handshakes and keeps
+    pipes from ever filling up (no deadlock between a consumer writing a task and a
+    worker writing a result).
+
+Cancellation
+    A shared control word holds the current *generation*; every task carries the
+    generation it was sent in. :meth:`WorkerPool.cancel` bumps it, and workers then skip
+    (without calling the function) every item of an older generation still queued, so an
+    abandoned iteration leaves at most one item per worker running. The outstanding
+    replies are drained before the pool is used again (:meth:`WorkerPool.drain`).
+
+Failures
+    An exception in the function is sent back with its formatted traceback (see
+    :func:`pack_exception`/:func:`unpack_exception`). A worker that dies without
+    replying — ``SIGKILL``, the OOM killer, a segfault in an extension — is seen at once
+    through its process sentinel by :meth:`WorkerPool.ready` and reported as
+    :class:`~feedline.exceptions.WorkerDiedError` naming the worker, its pid and the signal.
+
+Shutdown
+    :meth:`WorkerPool.shutdown` stops idle workers with a message and terminates busy
+    ones (``SIGTERM``, then ``SIGKILL`` after a second), joins them and closes every pipe
+    and block. It runs on garbage collection and at interpreter exit too. Shared-memory
+    blocks are unlinked from ``/dev/shm`` as soon as they are created, so no segment can
+    outlive the processes.
+
+>>> pool = WorkerPool(abs, None, workers=2, stage="demo")
+>>> gen = pool.new_generation()
+>>> pool.submit(0, gen, 0, [0, 1], [-3, 4]); pool.submit(1, gen, 0, [2], [-5])
+>>> pool.ready([0], timeout=10)
+[0]
+>>> positions, entries, _, _ = pool.collect(0)
+>>> positions, [value for _, value in entries]
+([0, 1], [3, 4])
+>>> pool.drain(timeout=10)
+True
+>>> pool.shutdown()
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+import struct
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import warnings
+import weakref
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import wait as _wait
+from typing import Any
+
+from feedline.exceptions import (
+    PipelineError,
+    RemoteTraceback,
+    SharedMemoryError,
+    WorkerDiedError,
+    WorkerError,
+)
+from feedline.runtime.shm import (
+    Block,
+    BufferRecycler,
+    Channel,
+    FdHandle,
+    Ring,
+    check_shm_space,
+)
+
+__all__ = [
+    "START_METHODS",
+    "TRANSPORTS",
+    "OK",
+    "ERROR",
+    "CANCELLED",
+    "default_start_method",
+    "WorkerPool",
+    "pack_exception",
+    "unpack_exception",
+    "add_note",
+]
+
+START_METHODS = ("fork", "spawn", "forkserver")
+TRANSPORTS = ("auto", "shm", "pipe")
+
+#: Entry status codes in a worker's reply.
+OK, ERROR, CANCELLED = 0, 1, 2
+
+_TASK, _SEED, _STOP = 0, 1, 2
+_IDLE_CHECK = 1.0  # seconds between parent-liveness checks in an idle worker
+_SHM_DEPTH = 3
+_PIPE_DEPTH = 1
+_RESULT_BLOCK = 1 << 20  # initial size of each result block
+_TASK_BLOCK = 1 << 16  # initial size of each task block (items of stream inputs)
+_GEN = struct.Struct("<q")
+
+
+def default_start_method() -> str:
+    """``$FEEDLINE_START_METHOD`` if set, else ``"fork"`` where available, else ``"spawn"``."""
+    env = os.environ.get("FEEDLINE_START_METHOD")
+    if env:
+        if env not in START_METHODS:
+            raise ValueError(
+                f"FEEDLINE_START_METHOD must be one of {', '.join(START_METHODS)}, got {env!r}"
+            )
+        return env
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)`` on Python >= 3.11; on 3.10 the note is kept in ``__notes__``
+    (not printed by the interpreter, but visible to code that looks)."""
+    notes = getattr(exc, "__notes__", None)
+    if notes is not None and note in notes:
+        return
+    adder = getattr(exc, "add_note", None)
+    try:
+        if adder is not None:
+            adder(note)
+        else:
+            exc.__notes__ = [*(notes or ()), note]
+    except Exception:  # noqa: BLE001 - an exception type that refuses attributes
+        pass
+
+
+def pack_exception(exc: BaseException, *, phase: str, worker: int) -> tuple:
+    """What a worker sends back for an exception: the pickled exception when it survives
+    a pickle round trip as its own type (else ``None``), its type name and message, the
+    formatted traceback, the phase (``"mapping"``/``"reading"``), the worker and its pid."""
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    blob: bytes | None
+    try:
+        blob = pickle.dumps(exc, pickle.HIGHEST_PROTOCOL)
+        if type(pickle.loads(blob)) is not type(exc):
+            blob = None
+    except Exception:  # noqa: BLE001 - any failure means: send the text only
+        blob = None
+    name = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001
+        message = "<unprintable>"
+    return (blob, name, message, tb, phase, worker, os.getpid())
+
+
+def unpack_exception(payload: tuple, *, stage: str, position: int | None = None) -> BaseException:
+    """Rebuild the exception of :func:`pack_exception` in the consumer: the original type
+    when it unpickles, else :class:`WorkerError`; ``__cause__`` is a
+    :class:`RemoteTraceback` with the worker's traceback, and a note names the stage,
+    worker, pid and item position.
+
+    >>> try:
+    ...     int("x")
+    ... except ValueError as e:
+    ...     payload = pack_exception(e, phase="mapping", worker=1)
+    >>> exc = unpack_exception(payload, stage="map(parse)", position=7)
+    >>> type(exc).__name__, "int(\\"x\\")" in exc.__cause__.tb
+    ('ValueError', True)
+    >>> exc.__notes__[-1].startswith("raised in worker 1")
+    True
+    """
+    blob, name, message, tb, phase, worker, pid = payload
+    exc: BaseException | None = None
+    if blob is not None:
+        try:
+            exc = pickle.loads(blob)
+        except Exception:  # noqa: BLE001
+            exc = None
+    if exc is None:
+        exc = WorkerError(f"{name}: {message}")
+    exc.__cause__ = RemoteTraceback(tb)
+    where = "" if position is None else f" item {position}"
+    add_note(exc, f"raised in worker {worker} (pid {pid}) of stage {stage!r} while {phase}{where}")
+    return exc
+
+
+@dataclass
+class WorkerSpec:
+    """What every worker of a pool runs: ``fn`` over items, or over
+    ``source._getitem(index)`` when ``source`` is a random-access dataset."""
+
+    fn: Callable[[Any], Any]
+    source: Any
+    stage: str
+    parent_pid: int
+
+
+# ---------------------------------------------------------------------------- worker side
+def _worker_main(
+    spec: WorkerSpec,
+    index: int,
+    task_conn: Any,
+    result_conn: Any,
+    task_ring: list | None,
+    result_ring: list | None,
+    control: FdHandle,
+    close_first: Sequence[Any],
+) -> None:
+    """Body of a worker process: read tasks, map, reply; see the module docstring."""
+    for conn in close_first:  # the consumer's ends, inherited through fork
+        conn.close()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_num_threads"):
+        torch.set_num_threads(1)
+    from feedline.runtime.seeding import seed_all
+
+    rx = Channel(task_conn, None if task_ring is None else Ring.from_fds(task_ring),
+                 BufferRecycler())
+    tx = Channel(result_conn, None if result_ring is None else Ring.from_fds(result_ring))
+    ctl = Block(control.fd, 4096)
+    fn, source = spec.fn, spec.source
+    phase = "mapping" if source is None else "reading"
+    try:
+        while True:
+            if not rx.poll(_IDLE_CHECK):
+                if os.getppid() != spec.parent_pid:
+                    return
+                continue
+            msg = rx.recv()
+            kind = msg[0]
+            if kind == _STOP:
+                return
+            if kind == _SEED:
+                seed_all(msg[1])
+                continue
+            _, gen, base, positions, items = msg
+            out: list = []
+            x = None
+            view = ctl.view
+            t0 = time.perf_counter()
+            for j, pos in enumerate(positions):
+                if _GEN.unpack_from(view, 0)[0] != gen:
+                    out.append((CANCELLED, None))
+                    continue
+                try:
+                    if items is None:
+                        phase = "reading"
+                        x = source._getitem(base + pos)
+                    else:
+                        x = items[j]
+                    phase = "mapping"
+                    out.append((OK, fn(x)))
+                except Exception as exc:  # noqa: BLE001 - sent to the consumer
+                    out.append((ERROR, pack_exception(exc, phase=phase, worker=index)))
+            busy = time.perf_counter() - t0
+            del items, x
+            _reply(tx, out, busy, index)
+            del out
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return
+
+
+def _reply(tx: Channel, out: list, busy: float, index: int) -> None:
+    try:
+        tx.send((out, busy))
+        return
+    except SharedMemoryError as exc:
+        err = pack_exception(exc, phase="sending the result of", worker=index)
+        out = [(ERROR, err) if status == OK else (status, v) for status, v in out]
+    except Exception:  # noqa: BLE001 - find the entries that do not pickle
+        fixed = []
+        for status, value in out:
+            try:
+                pickle.dumps(value, 5, buffer_callback=lambda b: False)
+                fixed.append((status, value))
+            except Exception as exc:  # noqa: BLE001
+                try:
+                    raise TypeError(
+                        f"the result {type(value).__name__} cannot be sent back from the worker "
+                        f"process: {exc}"
+                    ) from exc
+                except TypeError as wrapped:
+                    fixed.append((ERROR, pack_exception(wrapped, phase="sending the result of",
+                                                        worker=index)))
+        out = fixed
+    tx.send((out, busy))
+
+
+# ---------------------------------------------------------------------------- consumer side
+class _Link:
+    """The consumer's end of one worker."""
+
+    __slots__ = ("index", "process", "pid", "tx", "rx", "outstanding")
+
+    def __init__(self, index: int, process: Any, tx: Channel, rx: Channel) -> None:
+        self.index = index
+        self.process = process
+        self.pid = process.pid
+        self.tx = tx
+        self.rx = rx
+        self.outstanding: deque[list[int]] = deque()
+
+
+def _shutdown_links(links: list[_Link], control: list[Block]) -> None:
+    """Stop, join and release every worker; safe to call more than once."""
+    for link in links:
+        if not link.outstanding and link.process.is_alive():
+            try:
+                link.tx.send((_STOP,))
+            except Exception:  # noqa: BLE001 - it is going anyway
+                pass
+    deadline = time.monotonic() + 1.0
+    for link in links:
+        if link.outstanding:
+            _terminate(link.process)
+        link.process.join(max(0.0, deadline - time.monotonic()))
+    for link in links:
+        if link.process.is_alive():
+            _terminate(link.process)
+    for link in links:
+        p = link.process
+        p.join(1.0)
+        if p.is_alive():
+            p.kill()
+            p.join()
+        for ch in (link.tx, link.rx):
+            try:
+                ch.close()
+            except OSError:
+                pass
+        try:
+            p.close()
+        except ValueError:
+            pass
+    links.clear()
+    for block in control:
+        block.close()
+    control.clear()
+
+
+def _terminate(process: Any) -> None:
+    try:
+        process.terminate()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped responding"
+    if code < 0:
+        try:
+            sig = signal.Signals(-code).name
+        except ValueError:
+            sig = f"signal {-code}"
+        hint = ""
+        if -code == signal.SIGKILL:
+            hint = " (SIGKILL: the out-of-memory killer or `kill -9`; check `dmesg` and the worker's memory use)"
+        elif -code == signal.SIGBUS:
+            hint = " (SIGBUS: often a full /dev/shm)"
+        return f"was killed by signal {-code} ({sig}){hint}"
+    return f"exited with code {code} without reporting (sys.exit or os._exit in the function?)"
+
+
+class WorkerPool:
+    """``workers`` processes applying ``fn``; see the module docstring.
+
+    ``source``: a random-access dataset (workers call ``source._getitem(base + pos)``) or
+    ``None`` (tasks carry the items). ``transport``: ``"shm"``, ``"pipe"`` or ``"auto"``
+    (shared memory; pipes with a :class:`RuntimeWarning` when ``/dev/shm`` is missing or
+    has less free space than the initial ring needs). ``result_block`` is the initial size
+    of each result block; blocks grow on demand.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[Any], Any],
+        source: Any,
+        *,
+        workers: int,
+        stage: str = "map",
+        start_method: str | None = None,
+        transport: str = "auto",
+        result_block: int = _RESULT_BLOCK,
+    ) -> None:
+        self.stage = stage
+        self.start_method = start_method or default_start_method()
+        if self.start_method not in START_METHODS:
+            raise ValueError(
+                f"`start_method` must be one of {', '.join(map(repr, START_METHODS))}, "
+                f"got {self.start_method!r}"
+            )
+        if transport not in TRANSPORTS:
+            raise ValueError(
+                f"`transport` must be one of {', '.join(map(repr, TRANSPORTS))}, got {transport!r}"
+            )
+        self._ctx = multiprocessing.get_context(self.start_method)
+        self._spec = WorkerSpec(fn, source, stage, os.getpid())
+        if self.start_method != "fork":
+            try:
+                pickle.dumps(self._spec)
+            except Exception as exc:
+                what = "function and dataset" if source is not None else "function"
+                raise TypeError(
+                    f"start_method={self.start_method!r} pickles the {what} of stage {stage!r} "
+                    f"into each worker, which failed: {exc}; define the function at module "
+                    "level or use start_method='fork'"
+                ) from exc
+        self._result_block = result_block
+        self._stream = source is None
+        self.transport = self._choose_transport(transport, workers)
+        self.depth = _SHM_DEPTH if self.transport == "shm" else _PIPE_DEPTH
+        self.broken: str | None = None
+        self._links: list[_Link] = []
+        self._control: list[Block] = [Block.create(4096) if self.transport == "shm" else _anon_control()]
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._recycler = BufferRecycler() if self.transport == "shm" else None
+        self._finalizer = weakref.finalize(self, _shutdown_links, self._links, self._control)
+        try:
+            self.add_workers(workers)
+        except BaseException:
+            self.shutdown()
+            raise
+
+    # ------------------------------------------------------------------ set-up
+    def _ring_bytes(self, workers: int) -> int:
+        per = _SHM_DEPTH * self._result_block
+        if self._stream:
+            per += (_SHM_DEPTH + 1) * _TASK_BLOCK
+        return workers * per
+
+    def _choose_transport(self, transport: str, workers: int) -> str:
+        if transport == "pipe":
+            return "pipe"
+        try:
+            check_shm_space(self._ring_bytes(workers), what=f"the shared-memory ring of {workers} "
+                            f"worker(s) of stage {self.stage!r}")
+        except SharedMemoryError as exc:
+            if transport == "shm":
+                raise
+            warnings.warn(f"{exc}; falling back to pickling results through pipes",
+                          RuntimeWarning, stacklevel=4)
+            return "pipe"
+        return "shm"
+
+    def add_workers(self, count: int) -> None:
+        """Start ``count`` more workers (numbered after the existing ones)."""
+        for _ in range(count):
+            self._links.append(self._start_one(len(self._links)))
+
+    def _start_one(self, index: int) -> _Link:
+        ctx = self._ctx
+        task_r, task_w = ctx.Pipe(duplex=False)
+        result_r, result_w = ctx.Pipe(duplex=False)
+        task_ring = result_ring = None
+        try:
+            if self.transport == "shm":
+                task_ring = Ring.create(_SHM_DEPTH + 1, _TASK_BLOCK if self._stream else 4096)
+                result_ring = Ring.create(_SHM_DEPTH, self._result_block)
+            fork = self.start_method == "fork"
+            process = ctx.Process(
+                target=_worker_main,
+                args=(
+                    self._spec, index, task_r, result_w,
+                    None if task_ring is None else task_ring.fd_handles(),
+                    None if result_ring is None else result_ring.fd_handles(),
+                    FdHandle(self._control[0].fd),
+                    (task_w, result_r) if fork else (),
+                ),
+                name=f"feedline-{self.stage}-{index}",
+                daemon=True,
+            )
+            process.start()
+        except BaseException:
+            for obj in (task_ring, result_ring):
+                if obj is not None:
+                    obj.close()
+            for c in (task_r, task_w, result_r, result_w):
+                c.close()
+            raise
+        task_r.close()
+        result_w.close()
+        return _Link(index, process, Channel(task_w, task_ring),
+                     Channel(result_r, result_ring, self._recycler))
+
+    # ------------------------------------------------------------------ use
+    @property
+    def size(self) -> int:
+        """Number of workers."""
+        return len(self._links)
+
+    @property
+    def pids(self) -> list[int]:
+        return [link.pid for link in self._links]
+
+    def outstanding(self, worker: int) -> deque[list[int]]:
+        """Positions of the chunks sent to ``worker`` and not yet collected, oldest first."""
+        return self._links[worker].outstanding
+
+    def new_generation(self) -> int:
+        """Start a new generation (cancelling queued items of older ones) and return it."""
+        with self._lock:
+            self._generation += 1
+            _GEN.pack_into(self._control[0].view, 0, self._generation)
+            return self._generation
+
+    cancel = new_generation
+
+    def reseed(self, worker: int, seed: int) -> None:
+        """Make ``worker`` seed its generators with ``seed`` before its next task."""
+        self._send(worker, (_SEED, seed))
+
+    def submit(self, worker: int, generation: int, base: int, positions: list[int],
+               items: list | None) -> None:
+        """Queue a chunk: ``fn`` of ``items`` (or of ``source._getitem(base + p)``)."""
+        link = self._links[worker]
+        if len(link.outstanding) >= self.depth:
+            raise PipelineError(f"worker {worker} already has {self.depth} chunks outstanding")
+        self._send(worker, (_TASK, generation, base, positions, items))
+        link.outstanding.append(positions)
+
+    def _send(self, worker: int, msg: tuple) -> None:
+        link = self._links[worker]
+        try:
+            link.tx.send(msg)
+        except (BrokenPipeError, ConnectionResetError):
+            raise self._died(worker) from None
+        except (SharedMemoryError, pickle.PicklingError, TypeError, AttributeError):
+            raise
+        except BaseException:
+            self.broken = "interrupted while sending a task"
+            raise
+
+    def ready(self, workers: Sequence[int], timeout: float | None) -> list[int]:
+        """Wait up to ``timeout`` seconds until some of ``workers`` have a reply; return
+        those that do. A worker that died without replying raises
+        :class:`WorkerDiedError` at once."""
+        if self.broken:
+            raise PipelineError(f"the workers of stage {self.stage!r} are unusable: {self.broken}")
+        conns = {}
+        sentinels = {}
+        for w in workers:
+            link = self._links[w]
+            conns[link.rx.conn] = w
+            sentinels[link.process.sentinel] = w
+        hits = _wait([*conns, *sentinels], timeout)
+        got = [conns[h] for h in hits if not isinstance(h, int)]
+        for h in hits:
+            w = sentinels.get(h) if isinstance(h, int) else None
+            if w is not None and w not in got and not self._links[w].rx.poll(0):
+                raise self._died(w)
+        return got
+
+    def collect(self, worker: int) -> tuple[list[int], list, float, int]:
+        """Read ``worker``'s oldest reply: (positions, entries, busy seconds, bytes)."""
+        link = self._links[worker]
+        try:
+            entries, busy = link.rx.recv()
+        except (EOFError, ConnectionResetError, BrokenPipeError):
+            raise self._died(worker) from None
+        except BaseException:
+            self.broken = "interrupted while receiving a result"
+            raise
+        return link.outstanding.popleft(), entries, busy, link.rx.last_nbytes
+
+    def _died(self, worker: int) -> WorkerDiedError:
+        link = self._links[worker]
+        link.process.join(1.0)
+        code = link.process.exitcode
+        self.broken = f"worker {worker} (pid {link.pid}) {_describe_exit(code)}"
+        return WorkerDiedError(
+            f"worker {worker} (pid {link.pid}) of stage {self.stage!r} {_describe_exit(code)}"
+        )
+
+    def alive(self) -> bool:
+        """Whether the pool is usable: not broken and every worker running."""
+        return self.broken is None and all(link.process.is_alive() for link in self._links)
+
+    def drain(self, timeout: float) -> bool:
+        """Collect and discard every outstanding reply (after :meth:`cancel`); ``False`` if
+        it took longer than ``timeout`` seconds or a worker died (the pool is then broken)."""
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                busy = [link.index for link in self._links if link.outstanding]
+                if not busy:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.broken = f"outstanding work did not finish within {timeout} s"
+                    return False
+                for w in self.ready(busy, left):
+                    self.collect(w)
+        except (PipelineError, OSError):
+            self.broken = self.broken or "a worker failed while draining"
+            return False
+
+    def shutdown(self) -> None:
+        """Stop every worker and release pipes and shared memory (idempotent)."""
+        self.broken = self.broken or "shut down"
+        self._finalizer()
+
+
+def _anon_control() -> Block:
+    """The control word for pipe transport: a block in /dev/shm when there is one, else an
+    unlinked temporary file (both can be inherited or passed to spawned workers)."""
+    try:
+        return Block.create(4096)
+    except (SharedMemoryError, OSError):
+        with tempfile.TemporaryFile() as f:
+            fd = os.dup(f.fileno())
+        os.ftruncate(fd, 4096)
+        return Block(fd, 4096)

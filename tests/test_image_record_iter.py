@@ -1,0 +1,317 @@
+"""feedline.image.ImageRecordIter: MXNet's parameters over the core pipeline."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+simplejpeg = pytest.importorskip("simplejpeg")
+pytest.importorskip("PIL.Image")
+sklearn_datasets = pytest.importorskip("sklearn.datasets")
+
+from feedline import recordio  # noqa: E402
+from feedline.exceptions import DecodeError, StateError  # noqa: E402
+from feedline.image.augment import CenterCrop, Compose, Normalize, ToCHW  # noqa: E402
+from feedline.image.decode import decode  # noqa: E402
+from feedline.image.listfile import ListItem, write_list  # noqa: E402
+from feedline.image.pack import pack_images  # noqa: E402
+from feedline.image.record_iter import ImageRecordIter, part_range  # noqa: E402
+
+N = 23  # records; not a multiple of the batch sizes used
+HAS_PARALLEL_MAP = importlib.util.find_spec("feedline.dataset.parallel_map") is not None
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    """23 JPEG crops of real photos (40..60 px), record i has label i (unique), packed
+    into one .rec/.idx; returns (rec, idx, {label: jpeg bytes})."""
+    base = tmp_path_factory.mktemp("iter")
+    photos = sklearn_datasets.load_sample_images().images
+    rng = np.random.default_rng(1)
+    items, originals = [], {}
+    (base / "img").mkdir()
+    for i in range(N):
+        photo = photos[i % 2]
+        h, w = int(rng.integers(40, 61)), int(rng.integers(40, 61))
+        y, x = int(rng.integers(0, 427 - h)), int(rng.integers(0, 640 - w))
+        data = simplejpeg.encode_jpeg(np.ascontiguousarray(photo[y : y + h, x : x + w]), quality=90)
+        (base / "img" / f"{i}.jpg").write_bytes(data)
+        items.append(ListItem(i, (float(i),), f"{i}.jpg"))
+        originals[i] = data
+    write_list(base / "all.lst", items)
+    result = pack_images(base / "all.lst", base / "all", root=base / "img", pass_through=True)
+    return result.files[0], result.index_files[0], originals
+
+
+def make(packed, **kw):
+    rec, idx, _ = packed
+    kw.setdefault("data_shape", (3, 32, 32))
+    kw.setdefault("batch_size", 5)
+    kw.setdefault("preprocess_threads", 0)
+    return ImageRecordIter(path_imgrec=rec, path_imgidx=idx, **kw)
+
+
+def epoch_labels(it) -> list[int]:
+    return [int(v) for _, label in it for v in label]
+
+
+def test_part_range_matches_mxnet_indexed_split():
+    assert [part_range(23, 4, r) for r in range(4)] == [(0, 6), (6, 12), (12, 18), (18, 23)]
+    assert [part_range(3, 5, r) for r in range(5)] == [(0, 1), (1, 2), (2, 3), (3, 3), (3, 3)]
+
+
+def test_shapes_labels_and_pixels(packed):
+    _, _, originals = packed
+    it = make(packed, round_batch=False, mean_r=10, mean_g=20, mean_b=30, std_r=2, std_g=4, std_b=8)
+    batches = list(it)
+    assert len(batches) == len(it) == 5
+    assert [d.shape for d, _ in batches] == [(5, 3, 32, 32)] * 4 + [(3, 3, 32, 32)]
+    data, label = batches[0]
+    assert data.dtype == np.float32 and label.dtype == np.float32 and label.shape == (5,)
+    assert epoch_labels(iter(batches)) == list(range(N))
+    # record 2, centre crop, (x - mean) / std, CHW
+    img = decode(originals[2])
+    h, w = img.shape[:2]
+    crop = img[(h - 32) // 2 : (h - 32) // 2 + 32, (w - 32) // 2 : (w - 32) // 2 + 32]
+    expected = ((crop - np.array([10, 20, 30])) / np.array([2, 4, 8])).transpose(2, 0, 1)
+    np.testing.assert_allclose(data[2], expected, rtol=1e-5, atol=1e-4)
+    it.close()
+
+
+def test_uint8_output_and_grayscale(packed):
+    _, _, originals = packed
+    it = make(packed, dtype="uint8", data_shape=(1, 24, 24), round_batch=False)
+    data, label = next(it)
+    assert data.dtype == np.uint8 and data.shape == (5, 1, 24, 24)
+    gray = decode(originals[0], mode="L")[:, :, 0]
+    h, w = gray.shape
+    np.testing.assert_array_equal(data[0, 0], gray[(h - 24) // 2 : (h - 24) // 2 + 24, (w - 24) // 2 : (w - 24) // 2 + 24])
+    it.close()
+
+
+def test_round_batch_pads_with_the_first_records(packed):
+    it = make(packed, batch_size=5)
+    batches = list(it)
+    assert len(batches) == 5 and all(d.shape[0] == 5 for d, _ in batches)
+    assert it.pad == 2  # 25 - 23 rows repeat the start of the epoch
+    assert batches[-1][1].tolist() == [20.0, 21.0, 22.0, 0.0, 1.0]
+    np.testing.assert_array_equal(batches[-1][0][3:], batches[0][0][:2])
+    it.close()
+
+
+@pytest.mark.parametrize("num_parts", [1, 2, 3, 4, 6, 30])  # 30: the last 7 parts are empty
+def test_parts_cover_the_dataset_exactly_once(packed, num_parts):
+    seen = []
+    for part in range(num_parts):
+        it = make(packed, num_parts=num_parts, part_index=part, round_batch=False, shuffle=True, seed=3)
+        begin, end = part_range(N, num_parts, part)
+        labels = epoch_labels(it)
+        assert sorted(labels) == list(range(begin, end))  # a contiguous block, shuffled
+        assert it.num_records == end - begin
+        seen += labels
+        it.close()
+    assert sorted(seen) == list(range(N))
+
+
+def test_shuffle_is_a_new_permutation_each_epoch_and_reproducible(packed):
+    a = make(packed, shuffle=True, seed=7, round_batch=False)
+    first, second = epoch_labels(a), epoch_labels(a)  # a new for loop starts epoch 1
+    assert sorted(first) == sorted(second) == list(range(N))
+    assert first != second and first != list(range(N))
+    b = make(packed, shuffle=True, seed=7, round_batch=False)
+    assert epoch_labels(b) == first and epoch_labels(b) == second
+    c = make(packed, shuffle=True, seed=8, round_batch=False)
+    assert epoch_labels(c) != first
+    for it in (a, b, c):
+        it.close()
+
+
+def test_augmentation_is_deterministic_per_seed_and_epoch(packed):
+    kw = {"rand_crop": True, "rand_mirror": True, "brightness": 0.3, "resize": 36}
+    a, b, c = make(packed, seed=1, **kw), make(packed, seed=1, **kw), make(packed, seed=2, **kw)
+    da, db, dc = next(a)[0], next(b)[0], next(c)[0]
+    np.testing.assert_array_equal(da, db)
+    assert not np.array_equal(da, dc)
+    a.reset()
+    assert a.epoch is None
+    assert not np.array_equal(next(a)[0], da)  # epoch 1 draws new crops
+    assert a.epoch == 1
+    for it in (a, b, c):
+        it.close()
+
+
+def test_mxnet_style_reset_and_next(packed):
+    it = make(packed, batch_size=10, round_batch=False)
+    assert [len(it.next()[1]) for _ in range(3)] == [10, 10, 3]
+    with pytest.raises(StopIteration):
+        it.next()
+    it.reset()
+    assert epoch_labels(it) == list(range(N))
+    it.close()
+
+
+def take(it, count: int) -> list:
+    """``count`` batches, MXNet style: reset() at the end of each epoch."""
+    out = []
+    while len(out) < count:
+        try:
+            out.append(next(it))
+        except StopIteration:
+            it.reset()
+    return out
+
+
+@pytest.mark.parametrize("workers", [0, 2] if HAS_PARALLEL_MAP else [0])
+def test_resume_continues_exactly(packed, workers):
+    kw = {"shuffle": True, "seed": 5, "rand_crop": True, "rand_mirror": True, "batch_size": 4,
+          "preprocess_threads": workers}
+    full = make(packed, **kw)
+    reference = [b for _ in range(2) for b in full]  # two epochs
+    full.close()
+    for stop in (0, 3, 6, 8):  # mid epoch 0, end of epoch 0 (6 batches), into epoch 1
+        it = make(packed, **kw)
+        got = take(it, stop)
+        state = json.loads(json.dumps(it.get_state()))
+        it.close()
+        resumed = make(packed, state=state, **kw)
+        got += take(resumed, len(reference) - stop)
+        resumed.close()
+        for (d1, l1), (d2, l2) in zip(got, reference):
+            np.testing.assert_array_equal(l1, l2)
+            np.testing.assert_array_equal(d1, d2)
+    with pytest.raises(StateError, match=r"not an ImageRecordIter state"):
+        make(packed).set_state({"type": "other"})
+
+
+def test_custom_augmenter_and_mean_image(packed, tmp_path):
+    mean = np.random.default_rng(0).uniform(0, 255, (3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "mean.npy", mean)
+    with_file = make(packed, mean_img=str(tmp_path / "mean.npy"), scale=0.5, round_batch=False)
+    manual = make(
+        packed,
+        round_batch=False,
+        augmenter=Compose([CenterCrop(32), Normalize(mean=mean.transpose(1, 2, 0), std=2.0), ToCHW()]),
+    )
+    np.testing.assert_allclose(next(with_file)[0], next(manual)[0], rtol=1e-6)
+    with pytest.raises(ValueError, match=r"`mean_img` must have shape data_shape \(3, 32, 32\), got \(3, 32, 32, 1\)"):
+        make(packed, mean_img=mean[..., None])
+    with_file.close()
+    manual.close()
+
+
+def test_multi_label_records(packed, tmp_path):
+    _, _, originals = packed
+    (tmp_path / "img").mkdir()
+    items = []
+    for i in range(4):
+        (tmp_path / "img" / f"{i}.jpg").write_bytes(originals[i])
+        items.append(ListItem(i, (float(i), 10.0 + i), f"{i}.jpg"))
+    write_list(tmp_path / "m.lst", items)
+    result = pack_images(tmp_path / "m.lst", tmp_path / "m", root=tmp_path / "img", pack_label=True)
+    it = ImageRecordIter(path_imgrec=result.files[0], data_shape=(3, 32, 32), batch_size=4,
+                         label_width=2, preprocess_threads=0)
+    label = next(it)[1]
+    assert label.shape == (4, 2) and label[:, 1].tolist() == [10.0, 11.0, 12.0, 13.0]
+    it.close()
+    one = ImageRecordIter(path_imgrec=result.files[0], data_shape=(3, 32, 32), batch_size=4,
+                          preprocess_threads=0)
+    with pytest.raises(DecodeError, match=r"m\.rec: record 0: the record has 2 label\(s\) but `label_width` is 1"):
+        next(one)
+    one.close()
+
+
+def test_corrupt_and_small_images_name_the_record(packed, tmp_path):
+    _, _, originals = packed
+    rec, idx = str(tmp_path / "bad.rec"), str(tmp_path / "bad.idx")
+    with recordio.IndexedRecordIO(idx, rec, "w") as w:
+        w.write_idx(0, recordio.pack(recordio.IRHeader(0, 0.0, 0, 0), originals[0]))
+        w.write_idx(1, recordio.pack(recordio.IRHeader(0, 1.0, 1, 0), originals[1][:200]))
+    it = ImageRecordIter(path_imgrec=rec, data_shape=(3, 32, 32), batch_size=2, preprocess_threads=0)
+    with pytest.raises(DecodeError, match=r"bad\.rec: record 1: cannot decode image"):
+        next(it)
+    it.close()
+    big = make(packed, data_shape=(3, 100, 100))
+    with pytest.raises(DecodeError, match=r"record 0: cannot augment image of shape .*smaller than the crop 100x100"):
+        next(big)
+    big.close()
+
+
+def test_argument_validation(packed, tmp_path):
+    with pytest.raises(ValueError, match=r"`part_index` must be in \[0, num_parts\) = \[0, 2\), got 2"):
+        make(packed, num_parts=2, part_index=2)
+    with pytest.raises(ValueError, match=r"`data_shape` must be \(channels, height, width\), got \(32, 32\)"):
+        make(packed, data_shape=(32, 32))
+    with pytest.raises(ValueError, match=r"`data_shape\[0\]` \(channels\) must be 1 or 3, got 4"):
+        make(packed, data_shape=(4, 32, 32))
+    with pytest.raises(ValueError, match=r"`batch_size` must be a positive int, got 0"):
+        make(packed, batch_size=0)
+    with pytest.raises(ValueError, match=r"`dtype='uint8'` output is not normalised"):
+        make(packed, dtype="uint8", mean_r=1.0)
+    with pytest.raises(ValueError, match=r"`inter_method` must be one of \[0, 1, 2, 3, 4\], got 9"):
+        make(packed, inter_method=9)
+    with pytest.raises(ValueError, match=r"`dtype` must be one of 'float32', 'uint8', got 'int8'"):
+        make(packed, dtype="int8")
+    with pytest.raises(FileNotFoundError, match=r"index '.*nope\.idx' for .* does not exist"):
+        ImageRecordIter(path_imgrec=packed[0], path_imgidx=str(tmp_path / "nope.idx"),
+                        data_shape=(3, 8, 8), batch_size=1)
+    with pytest.raises(TypeError, match=r"`augmenter` must be a feedline\.image\.Compose"):
+        make(packed, augmenter=[CenterCrop(32)])
+
+
+def test_tfrecord_shards(packed, tmp_path):
+    pytest.importorskip("feedline.example")
+    rec, idx, originals = packed
+    folder = tmp_path / "img"
+    folder.mkdir()
+    items = []
+    for i, data in originals.items():
+        (folder / f"{i}.jpg").write_bytes(data)
+        items.append(ListItem(i, (float(i),), f"{i}.jpg"))
+    write_list(tmp_path / "all.lst", items)
+    shards = pack_images(
+        tmp_path / "all.lst", tmp_path / "tf", root=folder, format="tfrecord", num_shards=2,
+        pass_through=True,
+    ).files
+    tf_it = ImageRecordIter(path_imgrec=shards, data_shape=(3, 32, 32), batch_size=8,
+                            round_batch=False, preprocess_threads=0)
+    assert tf_it.format == "tfrecord" and tf_it.num_records == N
+    tf_batches = list(tf_it)
+    rec_batches = list(make(packed, batch_size=8, round_batch=False))
+    tf_data = np.concatenate([d for d, _ in tf_batches])
+    tf_labels = np.concatenate([lab for _, lab in tf_batches])
+    assert tf_labels.tolist() == [float(i) for i in [*range(0, N, 2), *range(1, N, 2)]]
+    rec_data = np.concatenate([d for d, _ in rec_batches])
+    np.testing.assert_array_equal(tf_data[np.argsort(tf_labels)], rec_data)
+    tf_it.close()
+
+
+def test_torch_output(packed):
+    torch = pytest.importorskip("torch")
+    it = make(packed, output="torch")
+    data, label = next(it)
+    assert isinstance(data, torch.Tensor) and data.dtype == torch.float32
+    assert tuple(data.shape) == (5, 3, 32, 32) and tuple(label.shape) == (5,)
+    it.close()
+
+
+@pytest.mark.skipif(not HAS_PARALLEL_MAP, reason="the core's worker map is not available yet")
+def test_worker_processes_give_the_same_batches(packed, leak_check):
+    kw = {"shuffle": True, "seed": 2, "rand_crop": True, "rand_mirror": True,
+          "mean_r": 120.0, "mean_g": 110.0, "mean_b": 100.0, "std_r": 60.0, "std_g": 55.0,
+          "std_b": 50.0}
+    inline = make(packed, **kw)
+    assert inline.normalize is not None  # normalised per batch in the prefetch thread
+    expected = list(inline)
+    inline.close()
+    for workers in (1, 3):
+        it = make(packed, preprocess_threads=workers, **kw)
+        got = list(it) + list(it)  # two epochs: the workers are kept between them
+        it.close()
+        assert len(got) == 2 * len(expected)
+        for (d1, l1), (d2, l2) in zip(got, expected):
+            np.testing.assert_array_equal(l1, l2)
+            np.testing.assert_array_equal(d1, d2)
+    leak_check.assert_clean()
