@@ -300,3 +300,29 @@ def test_prefetch_threads_stop_on_break_close_and_gc(leak_check):
     leak_check.assert_clean()
     assert ds.to_list()[-1] == 9999
     leak_check.assert_clean()
+
+
+def test_prefetch_auto_picks_a_depth_from_measured_pace(leak_check):
+    import time
+
+    def slow_every_tenth(x):
+        if x % 10 == 0:
+            time.sleep(0.02)
+        return x
+
+    it = Dataset.range(60).map(slow_every_tenth).prefetch("auto").iterator()
+    out = []
+    for x in it:
+        time.sleep(0.002)
+        out.append(x)
+    assert out == list(range(60))
+    from feedline.runtime.autotune import choose_prefetch_depth
+
+    measured = it._it.auto_measurements
+    assert measured is not None and len(measured["produce_seconds"]) == 16
+    assert it._it.depth == choose_prefetch_depth(**measured)
+    assert max(measured["produce_seconds"]) >= 0.02
+    it.close()
+    leak_check.assert_clean()
+    with pytest.raises(ValueError, match="`buffer_size` must be a positive int, got 0"):
+        Dataset.range(3).prefetch(0)

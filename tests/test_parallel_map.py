@@ -45,12 +45,7 @@ def closing():
 
 def close_workers(ds):
     """Close every parallel stage in ``ds``'s chain."""
-    todo = [ds]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, ParallelMapDataset):
-            node.close()
-        todo.extend(node._parents)
+    ds.close()
 
 
 # ---------------------------------------------------------------------------- results
@@ -441,3 +436,16 @@ def test_warnings_are_not_raised_in_the_normal_case(closing):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert ds.to_list() == [0, 1, 4, 9, 16]
+
+
+def test_dataset_close_stops_every_worker_stage_in_the_pipeline(leak_check):
+    ds = Dataset.range(20).map(square, workers=2).batch(4).map(len, workers=1)
+    assert sum(ds.to_list()) == 20
+    inner = ds._parents[0]._parents[0]
+    assert inner.worker_pids and ds.worker_pids
+    ds.close()
+    assert not inner.worker_pids and not ds.worker_pids
+    leak_check.assert_clean()
+    assert sum(ds.to_list()) == 20  # a later iteration starts them again
+    ds.close()
+    leak_check.assert_clean()

@@ -85,6 +85,23 @@ class Dataset(Generic[T]):
         """Short human-readable name of the stage, e.g. ``map(decode)``."""
         return type(self).__name__
 
+    def close(self) -> None:
+        """Release what this pipeline keeps between iterations — the worker processes of
+        every ``map(..., workers=N)`` stage in it — now rather than at garbage collection.
+        A later iteration starts them again. Iterators are closed separately."""
+        seen: set[int] = set()
+        stack: list[Dataset] = [self]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            node._release()
+            stack.extend(node._parents)
+
+    def _release(self) -> None:
+        """Free resources held across iterations (worker pools); the default holds none."""
+
     def __repr__(self) -> str:
         chain = []
         node: Dataset | None = self

@@ -173,9 +173,10 @@ class ParallelMapDataset(Dataset):
         """Process ids of the running workers (empty before the first iteration)."""
         return self._holder.pids()
 
-    def close(self) -> None:
+    def _release(self) -> None:
         """Stop the workers now, including those of iterators still running (their next
-        ``next`` raises :class:`PipelineError`). A later iteration starts new ones."""
+        ``next`` raises :class:`PipelineError`). A later iteration starts new ones.
+        ``dataset.close()`` calls it for every worker stage of a pipeline."""
         self._holder.close()
 
 

@@ -3,8 +3,10 @@
 Up to ``buffer_size`` items wait in a bounded queue; see
 :class:`feedline.runtime.threads.BackgroundIterator` for error propagation, shutdown
 and state semantics (the state is the position after the last item received).
-``buffer_size="auto"`` picks a depth from the measured consumer and producer pace
-(:func:`feedline.runtime.autotune.choose_prefetch_depth` when available, else 2).
+``buffer_size="auto"`` starts with a depth of 2, times the first 16 items on both
+sides (producer in its thread, consumer between calls), then sets the depth with
+:func:`feedline.runtime.autotune.choose_prefetch_depth`: enough ready items to cover
+the slowest item seen, at least 2 and at most 64.
 
 >>> Dataset.range(4).prefetch(2).to_list()
 [0, 1, 2, 3]
@@ -19,7 +21,7 @@ from feedline.runtime.threads import BackgroundIterator
 
 __all__ = ["PrefetchDataset"]
 
-_AUTO_DEFAULT = 4
+_AUTO_START = 2
 
 
 class PrefetchDataset(Dataset):
@@ -29,7 +31,7 @@ class PrefetchDataset(Dataset):
         super().__init__()
         self._parents = (parent,)
         if buffer_size == "auto":
-            self._size = _AUTO_DEFAULT
+            self._size = _AUTO_START
         else:
             self._size = positive_int("buffer_size", buffer_size)
         self._auto = buffer_size == "auto"
@@ -40,4 +42,4 @@ class PrefetchDataset(Dataset):
 
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
         return BackgroundIterator(self._parents[0]._build(ctx), buffer_size=self._size,
-                                  name=self.name)
+                                  name=self.name, auto=self._auto)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Any
 
 from feedline.dataset.iterator import DatasetIterator
@@ -34,6 +35,7 @@ __all__ = ["BackgroundIterator"]
 
 _ITEM, _END, _ERROR = 0, 1, 2
 _POLL = 0.1  # seconds between checks of the stop flag while the queue is full
+_AUTO_SAMPLES = 16  # items measured before an automatic depth is chosen
 
 
 def _add_note(exc: BaseException, note: str) -> None:
@@ -42,8 +44,10 @@ def _add_note(exc: BaseException, note: str) -> None:
 
 
 def _produce(source: DatasetIterator, q: queue.Queue, stop: threading.Event,
-             track_state: bool) -> None:
-    """Thread body: move items from ``source`` to ``q`` until the end, an error or stop."""
+             track_state: bool, produce_times: list | None = None) -> None:
+    """Thread body: move items from ``source`` to ``q`` until the end, an error or stop.
+    ``produce_times`` (when given) receives the seconds each of the first items took."""
+    import time
 
     def put(msg: tuple) -> bool:
         while not stop.is_set():
@@ -57,11 +61,16 @@ def _produce(source: DatasetIterator, q: queue.Queue, stop: threading.Event,
     state_error: StateError | None = None
     try:
         while not stop.is_set():
+            t0 = time.perf_counter() if produce_times is not None else 0.0
             try:
                 item = next(source)
             except StopIteration:
                 put((_END, None, None))
                 return
+            if produce_times is not None:
+                produce_times.append(time.perf_counter() - t0)
+                if len(produce_times) >= _AUTO_SAMPLES:
+                    produce_times = None
             state = None
             if track_state and state_error is None:
                 try:
@@ -78,9 +87,14 @@ class BackgroundIterator(DatasetIterator):
     """Runs ``source`` in a background thread; see the module docstring."""
 
     def __init__(self, source: DatasetIterator, *, buffer_size: int, name: str,
-                 track_state: bool = True) -> None:
+                 track_state: bool = True, auto: bool = False) -> None:
         self._source = source
         self._size = buffer_size
+        self._auto = auto
+        self._produce_times: list[float] | None = [] if auto else None
+        self._consume_times: list[float] = []
+        self._returned_at = 0.0
+        self.auto_measurements: dict | None = None
         self._name = name
         self._track_state = track_state
         self._queue: queue.Queue = queue.Queue(maxsize=buffer_size)
@@ -101,7 +115,8 @@ class BackgroundIterator(DatasetIterator):
             self._have_state = True
         self._thread = threading.Thread(
             target=_produce,
-            args=(self._source, self._queue, self._stop, self._track_state),
+            args=(self._source, self._queue, self._stop, self._track_state,
+                  self._produce_times),
             name=f"feedline-{self._name}",
             daemon=True,
         )
@@ -114,17 +129,19 @@ class BackgroundIterator(DatasetIterator):
             raise StopIteration
         if self._thread is None:
             self._start()
+        elif self._produce_times is not None:
+            self._measure()
         try:
             kind, value, state = self._queue.get_nowait()
         except queue.Empty:
-            import time
-
             t0 = time.perf_counter()
             kind, value, state = self._queue.get()
             self.wait_seconds += time.perf_counter() - t0
         if kind == _ITEM:
             self._state = state
             self._have_state = True
+            if self._produce_times is not None:
+                self._returned_at = time.perf_counter()
             return value
         self._done = True
         self._join()
@@ -132,6 +149,29 @@ class BackgroundIterator(DatasetIterator):
             raise StopIteration
         _add_note(value, f"raised in the background thread of stage {self._name!r}")
         raise value
+
+    def _measure(self) -> None:
+        """``auto`` depth: time the consumer between items; once enough items were timed on
+        both sides, set the queue's depth with :func:`choose_prefetch_depth`."""
+        self._consume_times.append(time.perf_counter() - self._returned_at)
+        produced = self._produce_times
+        if produced is None or len(produced) < _AUTO_SAMPLES or len(self._consume_times) < 8:
+            return
+        from feedline.runtime.autotune import choose_prefetch_depth
+
+        consume = sorted(self._consume_times)[len(self._consume_times) // 2]
+        depth = choose_prefetch_depth(produce_seconds=list(produced), consume_seconds=consume)
+        self.auto_measurements = {"produce_seconds": list(produced), "consume_seconds": consume}
+        self._produce_times = None
+        with self._queue.not_full:
+            self._queue.maxsize = depth
+            self._queue.not_full.notify_all()
+        self._size = depth
+
+    @property
+    def depth(self) -> int:
+        """The queue's current depth (changes once under ``auto``)."""
+        return self._size
 
     def get_state(self) -> dict[str, Any]:
         if not self._track_state:
