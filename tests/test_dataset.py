@@ -326,3 +326,18 @@ def test_prefetch_auto_picks_a_depth_from_measured_pace(leak_check):
     leak_check.assert_clean()
     with pytest.raises(ValueError, match="`buffer_size` must be a positive int, got 0"):
         Dataset.range(3).prefetch(0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 80), size=st.integers(1, 12), seed=st.integers(0, 50),
+       stop=st.integers(0, 90), stream=st.booleans())
+def test_shuffle_resumes_exactly_from_any_point(n, size, seed, stop, stream):
+    src = (Dataset.from_reader(lambda: iter(range(n)), deterministic=True) if stream
+           else Dataset.range(n))
+    ds = src.shuffle(size, seed=seed)
+    it = ds.iterator()
+    start = it.get_state()
+    full = list(ds.iterator(start))
+    head = [next(it) for _ in range(min(stop, n))]
+    state = json.loads(json.dumps(it.get_state()))
+    assert head + list(ds.iterator(state)) == full

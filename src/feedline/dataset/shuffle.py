@@ -116,6 +116,7 @@ class _ShuffleIterator(DatasetIterator):
         self._snap_error: StateError | None = None
         self._steady_key = -1
         self._steady: list[int] = []
+        self._steady_offset: int | None = None  # draws - read while in the steady state
         self._gen = self._generate()
 
     def _snapshot(self) -> None:
@@ -162,16 +163,22 @@ class _ShuffleIterator(DatasetIterator):
             buf.append(item)
             pos.append(self._read)
             self._read += 1
-        # steady state: output a random slot and refill it with the next input item
-        read, draws = self._read, self._draws
+        # steady state: output a random slot and refill it with the next input item.
+        # Reads and draws advance together here, so only `_read` is stored per item and
+        # `_draws` is derived from it (see `_steady_offset`).
+        read = self._read
+        if not self._exhausted:
+            self._steady_offset = self._draws - read
+        next_snapshot = -(-read // size) * size
         while not self._exhausted:
-            b, i = divmod(draws, _BLOCK)
+            b, i = divmod(read + self._steady_offset, _BLOCK)
             slots = self._steady_block(b)
             for j in slots[i:]:
                 item = buf[j]
-                if read % size == 0:
+                if read == next_snapshot:
                     self._read = read
                     self._snapshot()
+                    next_snapshot += size
                 try:
                     new = next(parent)
                 except StopIteration:
@@ -180,16 +187,15 @@ class _ShuffleIterator(DatasetIterator):
                     buf.pop()
                     pos[j] = pos[-1]
                     pos.pop()
-                    draws += 1
-                    self._draws = draws
+                    self._draws = read + self._steady_offset + 1
+                    self._read = read
+                    self._steady_offset = None
                     yield item
                     break
                 buf[j] = new
                 pos[j] = read
                 read += 1
-                draws += 1
                 self._read = read
-                self._draws = draws
                 yield item
         # drain: the input ended; empty the buffer in random order
         u = self._rng.u
@@ -219,6 +225,8 @@ class _ShuffleIterator(DatasetIterator):
                     "parent": self._parent.get_state(), "read": 0, "draws": 0,
                     "exhausted": False, "buffer": ""}
         self._prune_snapshots()
+        if self._steady_offset is not None:
+            self._draws = self._read + self._steady_offset
         start, parent_state = self._snaps[0]
         rel = np.asarray(self._pos, dtype=np.int64) - start
         return {
@@ -240,6 +248,7 @@ class _ShuffleIterator(DatasetIterator):
                 f"shuffle state was made with seed {state['seed']}, this stage uses {self._seed}"
             )
         self._gen.close()
+        self._steady_offset = None
         self._parent.set_state(state["parent"])
         self._buf, self._pos = [], []
         self._draws = non_negative_int("state['draws']", state["draws"])

@@ -201,6 +201,9 @@ class _ReaderIterator(DatasetIterator):
     def _generate(self) -> Iterator:
         if self._source is None:
             self._source = iter(self._reader())
+        if not self._deterministic:  # no state to keep: hand items straight through
+            yield from self._source
+            return
         for item in self._source:
             self._count += 1
             yield item
