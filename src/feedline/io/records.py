@@ -30,7 +30,8 @@ from typing import Any
 from feedline._validate import one_of
 from feedline.dataset.base import RandomAccessDataset
 
-__all__ = ["indexed_records", "IndexedRecordFiles", "detect_format"]
+__all__ = ["indexed_records", "IndexedRecordFiles", "detect_format", "read_records",
+           "record_reader"]
 
 
 def detect_format(path: str) -> str:
@@ -106,3 +107,62 @@ def indexed_records(paths: Sequence[str | os.PathLike], *, format: str = "auto")
         raise ValueError("`paths` must name at least one file, got none")
     formats = [detect_format(p) if format == "auto" else format for p in paths]
     return IndexedRecordFiles(paths, formats)
+
+
+def record_reader(path: str, *, format: str = "auto", on_error: str = "raise") -> Any:
+    """A resumable iterator (:class:`~feedline.dataset.iterator.DatasetIterator`) over the
+    records of one file: payload ``bytes`` for TFRecord (any compression) and RecordIO,
+    lines (``bytes``) for text and CSV. ``format="auto"`` looks at the file's content."""
+    if format == "auto":
+        from feedline.cli.inspect import detect_format as sniff
+
+        format, _ = sniff(path)
+    if format == "tfrecord":
+        from feedline import tfrecord
+
+        return tfrecord.read(path, on_error=on_error)
+    if format == "recordio":
+        from feedline import recordio
+
+        return recordio.read(path, on_error=on_error)
+    if format in ("text", "csv"):
+        from feedline import text
+
+        return text.read_lines(path)
+    if format == "empty":
+        from feedline.dataset.base import IndexIterator
+        from feedline.dataset.sources import SequenceDataset
+
+        return IndexIterator(SequenceDataset([], name="empty"), 0)
+    raise ValueError(f"{path}: cannot read records of format {format!r}")
+
+
+def read_records(paths: Any, *, format: str = "auto", cycle_length: int | None = None,
+                 num_parallel_reads: int | None = None, on_error: str = "raise",
+                 storage_options: dict | None = None) -> Any:
+    """The records of several files as one resumable stream (TF's
+    ``TFRecordDataset(filenames, num_parallel_reads=...)`` for every record format).
+
+    Files are read ``cycle_length`` at a time (default: one after the other), interleaved
+    one record at a time; ``num_parallel_reads`` reads each open file ahead in a thread.
+
+    >>> import os, tempfile
+    >>> from feedline import tfrecord
+    >>> d = tempfile.mkdtemp()
+    >>> for f in range(2):
+    ...     with tfrecord.TFRecordWriter(os.path.join(d, f"{f}.tfrecord")) as w:
+    ...         for i in range(2): w.write(b"%d-%d" % (f, i))
+    >>> read_records(os.path.join(d, "*.tfrecord"), cycle_length=2).to_list()
+    [b'0-0', b'1-0', b'0-1', b'1-1']
+    """
+    from feedline.dataset.base import Dataset
+    from feedline.io.files import files
+
+    listed = files(paths, storage_options=storage_options)
+
+    def open_file(path: str) -> Dataset:
+        return Dataset.from_source(lambda: record_reader(path, format=format, on_error=on_error),
+                                   name=f"records({os.path.basename(path)})")
+
+    return listed.interleave(open_file, cycle_length=cycle_length or 1,
+                             num_parallel_reads=num_parallel_reads)

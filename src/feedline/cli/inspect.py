@@ -1,0 +1,518 @@
+"""``feedline inspect``: what a record file holds, found from its content.
+
+Examples::
+
+    feedline inspect data/train.tfrecord
+    feedline inspect --limit 5 a.rec b.tfrecord.gz labels-idx1-ubyte.gz
+    feedline inspect --json data/*.csv
+
+For each file: the format (detected from the bytes, not the name: TFRecord by its first
+header's length CRC, also inside GZIP/ZLIB; MXNet RecordIO by its magic word; MNIST IDX
+by its header; text and CSV by decoding as UTF-8; CIFAR-10 when the size is a multiple of
+3073 bytes; otherwise ``unknown``), the record count, the record sizes (min/mean/max
+bytes) and the first ``--limit`` records decoded (``tf.train.Example`` and
+``SequenceExample`` into features, RecordIO ``IRHeader`` label plus payload size and
+image format, CSV fields, IDX and CIFAR arrays). A damaged file is reported with the
+error (path, record and byte offset) after the records read before it, and the exit
+status is 1. ``--json`` prints one JSON object per file, as a list.
+
+>>> import os, tempfile
+>>> from feedline import tfrecord
+>>> path = os.path.join(tempfile.mkdtemp(), "anything.bin")
+>>> tfrecord.write(path, [b"ab", b"cde"], compression="GZIP")
+2
+>>> detect_format(path)
+('tfrecord', 'GZIP')
+>>> info = inspect_file(path, limit=1)
+>>> info["count"], info["record_bytes"], info["records"]
+(2, {'min': 2, 'mean': 2.5, 'max': 3}, [{'index': 0, 'bytes': 2, 'type': 'raw', 'head_hex': '6162'}])
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import math
+import os
+import struct
+import sys
+import zlib
+from typing import Any
+
+__all__ = ["HELP", "add_arguments", "run", "detect_format", "inspect_file"]
+
+HELP = "show the format, record count, sizes and first records of record files"
+
+_HEAD = 1 << 16
+_RECORDIO_MAGIC = 0xCED7230A
+_IDX_TYPES = {0x08: 1, 0x09: 1, 0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}
+_CIFAR10_RECORD = 3073
+_VALUES_SHOWN = 8
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative int, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative int, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``feedline inspect``'s arguments to ``parser``."""
+    parser.add_argument("files", nargs="+", metavar="FILE", help="files to inspect")
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON (a list, one object per file)"
+    )
+    parser.add_argument(
+        "--limit",
+        type=_positive,
+        default=3,
+        metavar="N",
+        help="records to show decoded (default 3)",
+    )
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def _head(path: str) -> tuple[bytes, int]:
+    with open(path, "rb") as f:
+        return f.read(_HEAD), os.fstat(f.fileno()).st_size
+
+
+def _inflate_head(data: bytes, compression: str) -> bytes | None:
+    d = zlib.decompressobj(31 if compression == "GZIP" else 15)
+    try:
+        return d.decompress(data, _HEAD)
+    except zlib.error:
+        return None
+
+
+def _is_tfrecord(head: bytes) -> bool:
+    from feedline._tfrecord_scan import masked_crc
+
+    return len(head) >= 12 and masked_crc(head[:8]) == struct.unpack_from("<I", head, 8)[0]
+
+
+def _is_idx(head: bytes, size: int | None) -> bool:
+    if len(head) < 4 or head[0] or head[1] or head[2] not in _IDX_TYPES or not 1 <= head[3] <= 8:
+        return False
+    ndim = head[3]
+    if len(head) < 4 + 4 * ndim:
+        return False
+    dims = struct.unpack_from(f">{ndim}I", head, 4)
+    if size is None:
+        return True
+    return 4 + 4 * ndim + _IDX_TYPES[head[2]] * math.prod(dims) == size
+
+
+def _is_idx_line(line: bytes) -> bool:
+    key, tab, offset = line.partition(b"\t")
+    return bool(tab) and bool(key) and offset.isdigit()
+
+
+def _text_kind(head: bytes, whole: bool) -> str | None:
+    """``"recordio_idx"``, ``"csv"``, ``"text"`` or ``None`` (not text) for a file's
+    first bytes."""
+    if not head or b"\x00" in head:
+        return None
+    sample = head
+    if not whole:  # drop a multi-byte character cut at the end of the sample
+        sample = head[: head.rfind(b"\n") + 1] or head
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    from feedline.csv import split_record
+
+    lines = [ln.rstrip(b"\r") for ln in sample.split(b"\n") if ln.strip()][:20]
+    if lines and all(_is_idx_line(ln) for ln in lines):
+        return "recordio_idx"
+    try:
+        counts = {len(split_record(ln)) for ln in lines}
+    except Exception:  # noqa: BLE001 - not CSV then
+        return "text"
+    return "csv" if len(counts) == 1 and counts.pop() > 1 else "text"
+
+
+def detect_format(path: str | os.PathLike) -> tuple[str, str | None]:
+    """Return ``(format, compression)`` for the file at ``path``.
+
+    ``format`` is one of ``"tfrecord"``, ``"recordio"``, ``"recordio_idx"`` (an MXNet
+    ``.idx``: ``key<TAB>offset`` lines), ``"idx"`` (MNIST), ``"csv"``, ``"text"``,
+    ``"cifar10"``, ``"empty"``, ``"unknown"``; ``compression`` is ``None``,
+    ``"GZIP"`` or ``"ZLIB"`` (for TFRecord, IDX, CSV and text).
+    """
+    path = os.fspath(path)
+    head, size = _head(path)
+    if size == 0:
+        return "empty", None
+    if _is_tfrecord(head):
+        return "tfrecord", None
+    if len(head) >= 4 and struct.unpack_from("<I", head)[0] == _RECORDIO_MAGIC:
+        return "recordio", None
+    from feedline._compression import sniff
+
+    compression = sniff(head)
+    if compression is not None:
+        inner = _inflate_head(head, compression)
+        if inner is not None:
+            if not inner:
+                return "empty", compression
+            if _is_tfrecord(inner):
+                return "tfrecord", compression
+            if _is_idx(inner, None):
+                return "idx", compression
+            kind = _text_kind(inner, False)
+            if kind is not None:
+                return kind, compression
+            return "unknown", compression
+    if _is_idx(head, size):
+        return "idx", None
+    kind = _text_kind(head, size <= len(head))
+    if kind is not None:
+        return kind, None
+    if size % _CIFAR10_RECORD == 0:
+        return "cifar10", None
+    return "unknown", None
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def _json_float(v: float) -> Any:
+    return v if math.isfinite(v) else str(v)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _feature(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {"kind": "empty"}
+    if isinstance(value, list):
+        return {
+            "kind": "bytes",
+            "count": len(value),
+            "values": [_b64(v) for v in value[:_VALUES_SHOWN]],
+        }
+    if value.dtype.kind == "i":
+        return {"kind": "int64", "count": len(value), "values": value[:_VALUES_SHOWN].tolist()}
+    return {
+        "kind": "float",
+        "count": len(value),
+        "values": [_json_float(v) for v in value[:_VALUES_SHOWN].tolist()],
+    }
+
+
+def _describe_tf_record(index: int, record: bytes) -> dict[str, Any]:
+    from feedline import example
+    from feedline.exceptions import DataError
+
+    out: dict[str, Any] = {"index": index, "bytes": len(record)}
+    try:
+        context, lists = example.decode_sequence_example(record)
+        if lists:
+            out["type"] = "SequenceExample"
+            out["context"] = {k: _feature(v) for k, v in context.items()}
+            out["feature_lists"] = {
+                k: {"steps": len(steps), "first": [_feature(s) for s in steps[:2]]}
+                for k, steps in lists.items()
+            }
+            return out
+        features = example.decode_example(record)
+        if features:
+            out["type"] = "Example"
+            out["features"] = {k: _feature(v) for k, v in features.items()}
+            return out
+    except DataError:
+        pass
+    out["type"] = "raw"
+    out["head_hex"] = record[:32].hex()
+    return out
+
+
+def _size_stats(sizes: list[int]) -> dict[str, Any] | None:
+    if not sizes:
+        return None
+    return {"min": min(sizes), "mean": round(sum(sizes) / len(sizes), 3), "max": max(sizes)}
+
+
+def _inspect_tfrecord(path: str, compression: str | None, limit: int, out: dict) -> None:
+    from feedline import tfrecord
+
+    sizes: list[int] = []
+    shown: list[dict] = []
+    out["records"] = shown
+    reader = tfrecord.TFRecordReader(path, compression=compression)
+    try:
+        while True:
+            batch = reader.next_batch(4096)
+            if not batch:
+                break
+            for record in batch:
+                if len(shown) < limit:
+                    shown.append(_describe_tf_record(len(sizes), record))
+                sizes.append(len(record))
+    finally:
+        out["count"] = len(sizes)
+        out["record_bytes"] = _size_stats(sizes)
+        reader.close()
+
+
+def _payload_format(data: bytes) -> str:
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpeg"
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    return "bytes"
+
+
+def _inspect_recordio(path: str, limit: int, out: dict) -> None:
+    from feedline import recordio
+    from feedline.exceptions import DataError
+
+    sizes: list[int] = []
+    shown: list[dict] = []
+    out["records"] = shown
+    reader = recordio.read(path)
+    try:
+        for record in reader:
+            if len(shown) < limit:
+                item: dict[str, Any] = {"index": len(sizes), "bytes": len(record)}
+                try:
+                    header, payload = recordio.unpack(record)
+                    label = header.label
+                    item["header"] = {
+                        "flag": int(header.flag),
+                        "label": [_json_float(v) for v in label.tolist()]
+                        if hasattr(label, "tolist") and header.flag > 0
+                        else _json_float(float(label)),
+                        "id": int(header.id),
+                        "id2": int(header.id2),
+                    }
+                    item["payload_bytes"] = len(payload)
+                    item["payload_format"] = _payload_format(payload)
+                except DataError:
+                    item["head_hex"] = record[:32].hex()
+                shown.append(item)
+            sizes.append(len(record))
+    finally:
+        out["count"] = len(sizes)
+        out["record_bytes"] = _size_stats(sizes)
+        reader.close()
+
+
+def _array_summary(a: Any) -> dict[str, Any]:
+    flat = a.ravel()
+    if flat.size <= _VALUES_SHOWN:
+        return {
+            "shape": list(a.shape),
+            "values": [_json_float(v) if isinstance(v, float) else v for v in flat.tolist()],
+        }
+    return {
+        "shape": list(a.shape),
+        "min": _json_float(float(flat.min())),
+        "mean": _json_float(round(float(flat.mean()), 4)),
+        "max": _json_float(float(flat.max())),
+    }
+
+
+def _inspect_idx(path: str, limit: int, out: dict) -> None:
+    from feedline.idx import read_idx
+
+    array = read_idx(path)
+    out["dtype"] = str(array.dtype)
+    out["shape"] = list(array.shape)
+    count = array.shape[0] if array.ndim else 1
+    out["count"] = count
+    item_bytes = array.itemsize * (math.prod(array.shape[1:]) if array.ndim else 1)
+    out["record_bytes"] = _size_stats([item_bytes]) if count else None
+    out["records"] = (
+        [{"index": i, **_array_summary(array[i])} for i in range(min(limit, count))]
+        if array.ndim
+        else [{"index": 0, **_array_summary(array)}]
+    )
+
+
+def _inspect_cifar(path: str, size: int, limit: int, out: dict) -> None:
+    from feedline.fixed import read_cifar10
+
+    count = size // _CIFAR10_RECORD
+    out["count"] = count
+    out["record_bytes"] = _size_stats([_CIFAR10_RECORD])
+    shown = []
+    reader = read_cifar10(path)
+    try:
+        for i, (label, image) in enumerate(reader):
+            if i >= limit:
+                break
+            shown.append({"index": i, "label": int(label), "image": _array_summary(image)})
+    finally:
+        reader.close()
+    out["records"] = shown
+
+
+def _inspect_lines(path: str, compression: str | None, kind: str, limit: int, out: dict) -> None:
+    from feedline import csv as fcsv
+    from feedline import text
+
+    sizes: list[int] = []
+    shown: list[dict] = []
+    out["records"] = shown
+    records = (
+        fcsv.iter_records(path, compression=compression)
+        if kind == "csv"
+        else text.read_lines(path, compression=compression)
+    )
+    try:
+        for record in records:
+            if len(shown) < limit:
+                item: dict[str, Any] = {"index": len(sizes), "bytes": len(record)}
+                if kind == "csv":
+                    item["fields"] = [
+                        f.decode("utf-8", "replace") for f in fcsv.split_record(record)
+                    ]
+                elif kind == "recordio_idx":
+                    key, _, offset = record.partition(b"\t")
+                    item["key"] = key.decode("utf-8", "replace")
+                    item["offset"] = int(offset) if offset.isdigit() else None
+                else:
+                    item["text"] = record.decode("utf-8", "replace")
+                shown.append(item)
+            sizes.append(len(record))
+    finally:
+        out["count"] = len(sizes)
+        out["record_bytes"] = _size_stats(sizes)
+        close = getattr(records, "close", None)
+        if close is not None:
+            close()
+    if kind == "csv" and shown:
+        out["columns"] = len(shown[0]["fields"])
+
+
+def inspect_file(path: str | os.PathLike, *, limit: int = 3) -> dict[str, Any]:
+    """Summary of one file as a JSON-able ``dict``: ``path``, ``format``,
+    ``compression``, ``size_bytes``, ``count``, ``record_bytes`` (min/mean/max),
+    ``records`` (the first ``limit`` decoded) and ``error`` (``None`` or the message of
+    the damage that stopped the scan; ``count`` then counts the records before it)."""
+    from feedline.exceptions import FeedlineError
+
+    path = os.fspath(path)
+    out: dict[str, Any] = {"path": path, "format": None, "compression": None, "error": None}
+    try:
+        out["size_bytes"] = os.path.getsize(path)
+        fmt, compression = detect_format(path)
+        out["format"], out["compression"] = fmt, compression
+        if fmt == "tfrecord":
+            _inspect_tfrecord(path, compression, limit, out)
+        elif fmt == "recordio":
+            _inspect_recordio(path, limit, out)
+        elif fmt == "idx":
+            _inspect_idx(path, limit, out)
+        elif fmt == "cifar10":
+            _inspect_cifar(path, out["size_bytes"], limit, out)
+        elif fmt in ("csv", "text", "recordio_idx"):
+            _inspect_lines(path, compression, fmt, limit, out)
+        elif fmt == "empty":
+            out.update(count=0, record_bytes=None, records=[])
+    except (FeedlineError, OSError, ValueError) as exc:
+        out["error"] = (
+            str(exc) if isinstance(exc, FeedlineError) else f"{type(exc).__name__}: {exc}"
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict) and "kind" in value:
+        if value["kind"] == "empty":
+            return "(empty Feature)"
+        vals = value["values"]
+        if value["kind"] == "bytes":
+            vals = [repr(base64.b64decode(v))[:42] for v in vals]
+        more = ", ..." if value["count"] > len(vals) else ""
+        return f"{value['kind']}[{value['count']}] [{', '.join(map(str, vals))}{more}]"
+    return json.dumps(value)
+
+
+def _print_record(item: dict[str, Any], write) -> None:
+    line = (
+        f"  [{item['index']}] {item.get('bytes', '')} bytes"
+        if "bytes" in item
+        else f"  [{item['index']}]"
+    )
+    kind = item.get("type")
+    if kind:
+        line += f" {kind}"
+    write(line)
+    for key in ("features", "context"):
+        for name, feat in item.get(key, {}).items():
+            write(f"      {name}: {_short(feat)}")
+    for name, fl in item.get("feature_lists", {}).items():
+        first = "; ".join(_short(s) for s in fl["first"])
+        write(f"      {name}: {fl['steps']} steps, first: {first}")
+    for key in (
+        "header",
+        "payload_bytes",
+        "payload_format",
+        "label",
+        "image",
+        "fields",
+        "text",
+        "key",
+        "offset",
+        "shape",
+        "values",
+        "min",
+        "mean",
+        "max",
+        "head_hex",
+    ):
+        if key in item:
+            write(f"      {key}: {json.dumps(item[key], ensure_ascii=False)}")
+
+
+def _print_summary(info: dict[str, Any], write) -> None:
+    fmt = info["format"] or "?"
+    if info.get("compression"):
+        fmt += f" ({info['compression']})"
+    write(f"{info['path']}: {fmt}, {info.get('size_bytes', '?')} bytes")
+    if "count" in info:
+        stats = info.get("record_bytes")
+        sizes = (
+            f"; record bytes min/mean/max {stats['min']}/{stats['mean']}/{stats['max']}"
+            if stats
+            else ""
+        )
+        write(f"  records: {info['count']}{' before the error' if info['error'] else ''}{sizes}")
+    for key in ("dtype", "shape", "columns"):
+        if key in info:
+            write(f"  {key}: {info[key]}")
+    for item in info.get("records", []):
+        _print_record(item, write)
+    if info["error"]:
+        write(f"  error: {info['error']}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Inspect ``args.files``; exit status 1 when a file is damaged or unreadable."""
+    infos = [inspect_file(path, limit=args.limit) for path in args.files]
+    if args.json:
+        print(json.dumps(infos, indent=2, ensure_ascii=False))
+    else:
+        for info in infos:
+            _print_summary(info, print)
+    failed = [i for i in infos if i["error"]]
+    if args.json:
+        for info in failed:
+            error = info["error"]
+            print(error if info["path"] in error else f"{info['path']}: {error}", file=sys.stderr)
+    return 1 if failed else 0
