@@ -30,20 +30,17 @@ from typing import Any
 from feedline._validate import one_of
 from feedline.dataset.base import RandomAccessDataset
 
-__all__ = ["indexed_records", "IndexedRecordFiles", "detect_format", "read_records",
-           "record_reader"]
+__all__ = ["indexed_records", "IndexedRecordFiles", "read_records", "record_reader"]
 
 
-def detect_format(path: str) -> str:
-    """``"recordio"`` or ``"tfrecord"`` from the file's first bytes; ``"empty"`` for an
-    empty file (no records in any format)."""
-    from feedline.recordio import MAGIC
+def _indexed_format(path: str) -> str:
+    from feedline.io.detect import detect_format
 
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if not head:
-        return "empty"
-    return "recordio" if head == MAGIC.to_bytes(4, "little") else "tfrecord"
+    fmt, compression = detect_format(path)
+    if fmt not in ("recordio", "tfrecord", "empty") or compression is not None:
+        kind = fmt if compression is None else f"{compression}-compressed {fmt}"
+        raise ValueError(f"{path}: index mode needs uncompressed TFRecord or RecordIO, got {kind}")
+    return fmt
 
 
 def _open(path: str, fmt: str) -> Any:
@@ -105,7 +102,7 @@ def indexed_records(paths: Sequence[str | os.PathLike], *, format: str = "auto")
     paths = [os.fspath(p) for p in paths]
     if not paths:
         raise ValueError("`paths` must name at least one file, got none")
-    formats = [detect_format(p) if format == "auto" else format for p in paths]
+    formats = [_indexed_format(p) if format == "auto" else format for p in paths]
     return IndexedRecordFiles(paths, formats)
 
 
@@ -114,7 +111,7 @@ def record_reader(path: str, *, format: str = "auto", on_error: str = "raise") -
     records of one file: payload ``bytes`` for TFRecord (any compression) and RecordIO,
     lines (``bytes``) for text and CSV. ``format="auto"`` looks at the file's content."""
     if format == "auto":
-        from feedline.cli.inspect import detect_format as sniff
+        from feedline.io.detect import detect_format as sniff
 
         format, _ = sniff(path)
     if format == "tfrecord":
