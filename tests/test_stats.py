@@ -150,3 +150,24 @@ def test_stats_only_when_asked():
 def test_empty_report():
     report = PipelineStats().report()
     assert report.stages == [] and report.bottleneck.startswith("no items yet")
+
+
+def test_a_consumer_waiting_on_a_slow_prefetched_source_is_not_called_consumer_bound():
+    import time
+
+    from feedline import Dataset
+
+    def slow_file(base):
+        def read():
+            for i in range(20):
+                time.sleep(0.002)
+                yield base + i
+
+        return Dataset.from_reader(read)
+
+    ds = Dataset.from_iterable([0, 100]).interleave(slow_file, cycle_length=2).batch(5).prefetch(2)
+    it = ds.iterator(stats=True)
+    assert len(list(it)) == 8
+    report = it.stats()
+    assert not report.bottleneck.startswith("consumer-bound"), report.bottleneck
+    assert "reader(read)" in report.bottleneck

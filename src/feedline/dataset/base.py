@@ -121,6 +121,8 @@ class Dataset(Generic[T]):
             from feedline.runtime.stats import PipelineStats
 
             stats = PipelineStats()
+        if stats is not None and hasattr(stats, "mark_root"):
+            stats.mark_root(self)
         if state is None:
             epoch = self._iterations
             self._iterations += 1

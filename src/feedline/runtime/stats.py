@@ -27,10 +27,12 @@ returns a :class:`StatsReport`. For each stage (numbered from the source, ``#0``
 **Bottleneck.** Each stage's *cost* is the time it needed of the critical resource: for
 a stage in the consumer's thread, ``self_s - wait_s``; for a worker stage,
 ``max(worker_s / workers, self_s - wait_s)`` (its workers run in parallel). The
-*consumer's* cost is the wall time minus the last stage's ``total_s`` (the training step
-and everything else between ``next`` calls). The largest cost names the bottleneck:
+*consumer's* cost is the wall time minus the outermost stage's ``total_s`` (the training
+step and everything else between ``next`` calls). The largest cost names the bottleneck:
 
-* the consumer → ``consumer-bound: the training step ... the pipeline is not the bottleneck``;
+* the consumer → ``consumer-bound: the training step ... the pipeline is not the
+  bottleneck`` — unless the consumer waited on a background thread or workers for
+  longer than it worked, in which case the largest stage cost is named instead;
 * a worker stage whose cost is its workers' time → ``compute-bound: map(decode) with 2
   worker(s) is saturated (97% busy); add workers or make the function cheaper (e.g.
   lower resolution)``; one whose cost is its own work in the consumer's thread (sending
@@ -216,6 +218,13 @@ class PipelineStats:
         self._nodes: list[Any] = []  # keeps ids stable while we report on them
         self._tls = threading.local()
         self._lock = threading.Lock()
+        self._root: int | None = None
+
+    def mark_root(self, node: Any) -> None:
+        """Name the pipeline's outermost stage (the one the consumer calls); stages that
+        other stages create while running (``interleave``'s inner datasets) are never
+        taken for it."""
+        self._root = id(node)
 
     def wrap(self, node: Any, iterator: DatasetIterator) -> DatasetIterator:
         """Return ``iterator`` timed as a stage of dataset ``node``."""
@@ -254,9 +263,13 @@ class PipelineStats:
         starts = [r.first_start for r in records if r.first_start is not None]
         ends = [r.last_end for r in records if r.last_end is not None]
         wall = (max(ends) - min(starts)) if starts else 0.0
-        parent_ids = set().union(*(r.parent_ids for r in records)) if records else set()
-        tops = [s for s, r in zip(stages, records) if r.key not in parent_ids]
-        top = tops[-1] if tops else (stages[-1] if stages else None)
+        rooted = [s for s, r in zip(stages, records) if r.key == self._root]
+        if rooted:
+            top = rooted[0]
+        else:
+            parent_ids = set().union(*(r.parent_ids for r in records)) if records else set()
+            tops = [s for s, r in zip(stages, records) if r.key not in parent_ids]
+            top = tops[-1] if tops else (stages[-1] if stages else None)
         return StatsReport(stages, wall, _verdict(stages, top, wall, records))
 
 
@@ -266,7 +279,8 @@ def _verdict(stages: list[StageStats], top: StageStats | None, wall: float,
         return "no items yet: nothing to judge"
     consumer = max(0.0, wall - top.total_s)
     worst = max(stages, key=lambda s: s.cost_s)
-    if consumer >= worst.cost_s:
+    # a consumer that waited on the pipeline longer than it worked is not the bottleneck
+    if consumer >= worst.cost_s and top.wait_s <= consumer:
         return (
             f"consumer-bound: the training step (the time between next() calls) takes "
             f"{consumer / wall:.0%} of the time and waits for nothing; the pipeline is not "
