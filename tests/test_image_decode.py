@@ -1,4 +1,4 @@
-"""feedline.image.decode: JPEG via libjpeg-turbo, other formats via Pillow, errors named."""
+"""feedline.image.codec: decode JPEG via libjpeg-turbo, other formats via Pillow, errors named."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ Image = pytest.importorskip("PIL.Image")
 sklearn_datasets = pytest.importorskip("sklearn.datasets")
 
 from feedline.exceptions import DecodeError  # noqa: E402
-from feedline.image.decode import decode, image_format, probe  # noqa: E402
+from feedline.image.codec import decode, image_format, probe  # noqa: E402
 
 PHOTOS = pathlib.Path(sklearn_datasets.__file__).parent / "images"
 

@@ -19,7 +19,7 @@ sklearn_datasets = pytest.importorskip("sklearn.datasets")
 from feedline import recordio  # noqa: E402
 from feedline.cli import main as cli_main  # noqa: E402
 from feedline.exceptions import DataError, DecodeError  # noqa: E402
-from feedline.image.decode import decode  # noqa: E402
+from feedline.image.codec import decode  # noqa: E402
 from feedline.image.listfile import ListItem, list_folder, read_list, write_list  # noqa: E402
 from feedline.image.pack import encode_image, pack_images  # noqa: E402
 

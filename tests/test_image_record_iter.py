@@ -15,7 +15,7 @@ sklearn_datasets = pytest.importorskip("sklearn.datasets")
 from feedline import recordio  # noqa: E402
 from feedline.exceptions import DecodeError, StateError  # noqa: E402
 from feedline.image.augment import CenterCrop, Compose, Normalize, ToCHW  # noqa: E402
-from feedline.image.decode import decode  # noqa: E402
+from feedline.image.codec import decode  # noqa: E402
 from feedline.image.listfile import ListItem, write_list  # noqa: E402
 from feedline.image.pack import pack_images  # noqa: E402
 from feedline.image.record_iter import ImageRecordIter, part_range  # noqa: E402

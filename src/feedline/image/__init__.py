@@ -1,6 +1,6 @@
 """Images: decode, augment, pack (im2rec) and read packed image datasets.
 
-* :func:`decode` (:mod:`feedline.image.decode`): JPEG through libjpeg-turbo with
+* :func:`decode` (:mod:`feedline.image.codec`): JPEG through libjpeg-turbo with
   reduced-size DCT decoding, other formats through Pillow;
 * augmenters (:mod:`feedline.image.augment`): ``Resize``, ``CenterCrop``, ``RandomCrop``,
   ``RandomResizedCrop``, ``HorizontalFlip``, ``ColorJitter``, ``Pad``, ``Normalize``,
@@ -25,10 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# ``decode`` is both a submodule and its main function: import the function eagerly so
-# that ``feedline.image.decode`` is the function (the module is
-# ``sys.modules["feedline.image.decode"]``; ``from feedline.image.decode import ...`` works).
-from feedline.image.decode import decode, image_format, probe  # noqa: E402
+from feedline.image.codec import decode, image_format, probe
 
 # public name -> module that defines it (loaded on first use)
 _EXPORTS = {

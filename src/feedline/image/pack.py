@@ -175,7 +175,7 @@ def _work(item: ListItem) -> tuple[ListItem, bytes | None, int, int, int, str]:
 
 def _encode_item(item: ListItem, cfg: _Config) -> tuple[ListItem, bytes, int, int, int, str]:
     from feedline.image.augment import Resize
-    from feedline.image.decode import decode, probe
+    from feedline.image.codec import decode, probe
 
     path = os.path.join(cfg.root, item.path)
     with open(path, "rb") as f:

@@ -381,7 +381,7 @@ class _NormalizeBatch:
 
 
 def _decode(payload: bytes, mode: str, hints: dict, name: str, position: int) -> np.ndarray:
-    from feedline.image.decode import decode
+    from feedline.image.codec import decode
 
     return decode(payload, mode=mode, path=name, index=position, **hints)
 
