@@ -201,3 +201,35 @@ def test_seed_example_numpy_fromfile_mnist_reader_creator(tmp_path):
     assert seen == list(range(n))
     img, lbl = next(iter(mnist()))
     assert img.shape == (784,) and img.min() >= -1.0 and img.max() <= 1.0 and lbl == 0
+
+
+def _double(x):
+    return 2 * x
+
+
+@pytest.mark.parametrize("order", [True, False])
+def test_xmap_readers_runs_in_processes_and_cleans_up_on_break(order, leak_check):
+    r = reader.xmap_readers(_double, counting(200), 2, 16, order=order)
+    out = list(r())
+    assert (out if order else sorted(out)) == [2 * i for i in range(200)]
+    it = iter(r())
+    assert next(it) in range(0, 400, 2)
+    del it
+    gc.collect()
+    r.close()
+    leak_check.assert_clean()
+
+
+def _fail_on_seven(x):
+    if x == 7:
+        raise ValueError("item 7 is bad")
+    return x
+
+
+def test_xmap_readers_error_reaches_the_consumer_with_its_traceback(leak_check):
+    r = reader.xmap_readers(_fail_on_seven, counting(20), 2, 4, order=True)
+    with pytest.raises(ValueError, match="item 7 is bad") as info:
+        list(r())
+    assert "_fail_on_seven" in str(info.value.__cause__)
+    r.close()
+    leak_check.assert_clean()
