@@ -1,0 +1,291 @@
+"""``RunnerBuilder``: assemble the standard trainer and tester runners.
+
+>>> import torch
+>>> from feedline import Dataset, data_type
+>>> from feedline.train import RunnerBuilder, network, SGD
+>>> xs = torch.linspace(-1, 1, 64).reshape(-1, 1).numpy()
+>>> data = Dataset.from_arrays(xs, 3 * xs)               # samples (x, y) with y = 3x
+>>> net = network(inputs={"x": data_type.dense_vector(1), "y": data_type.dense_vector(1)},
+...               label="y", learning_rate=0.5, learning_method=SGD(),
+...               batch_size=16)(torch.nn.Linear(1, 1, bias=False))
+>>> runner = RunnerBuilder(network=net, seed=0).with_std_local_trainer(data).build()
+>>> with runner:
+...     _ = runner.run(num_passes=20)
+>>> round(net.create_model().weight.item(), 3)
+3.0
+
+The trainer's chain, outermost first (``with_item`` items go last, in call order)::
+
+    CreateModel, LocalUpdater, [Checkpointer], Counter, DataProvider, [Progress],
+    [MetricsLogger], [EarlyStopping], [SaveParamsOnPassEnd], History, [EventHandler],
+    TrainOps, [TestOnPassEnd], user items
+
+This order is what makes the items' contracts hold: the checkpointer sits outside the
+counter (it saves the position of the *next* batch), the observers sit inside it (they
+see the ids of the batch that just ran) and outside the train ops and the tester (they
+act after both, so a pass's test result is known when they log, stop or fire
+``EndPass``). With only :meth:`~RunnerBuilder.with_std_tester`, :meth:`build` makes a
+test runner: ``CreateModel, DataProvider, TestOps``; one ``run_one_pass`` sets
+``context.test_result``.
+
+``device_count > 1`` trains data parallel: :meth:`run` starts that many processes
+(:func:`feedline.train.distributed.launch`); under ``torchrun`` :meth:`build` joins the
+process group of the environment instead. See :mod:`feedline.train.distributed`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from feedline._validate import positive_int
+from feedline.train.events import EndPass, TestResult
+from feedline.train.items import (
+    Checkpointer,
+    Counter,
+    CreateModel,
+    DataProvider,
+    EarlyStopping,
+    EventHandler,
+    History,
+    LocalUpdater,
+    MetricsLogger,
+    Progress,
+    SaveParamsOnPassEnd,
+    TestOnPassEnd,
+    TestOps,
+    TrainOps,
+)
+from feedline.train.network import Network
+from feedline.train.runner import Runner, RunnerContext, RunnerItem
+
+__all__ = ["RunnerBuilder", "TrainResult"]
+
+
+@dataclass
+class TrainResult:
+    """What a training run returns (rank 0's view under data parallel).
+
+    ``passes``: one :class:`~feedline.train.EndPass` per pass run (with its test
+    result); ``test``: the last test result or ``None``; ``params``: the model's final
+    ``state_dict`` on the CPU; ``pass_id``, ``global_step``, ``samples_seen``: the
+    counters at the end; ``progress``: the :class:`~feedline.train.items.Progress`
+    records when a progress item was used (timings), else ``[]``; ``checkpoint``: the
+    newest checkpoint written, or ``None``.
+    """
+
+    passes: list[EndPass] = field(default_factory=list)
+    test: TestResult | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    pass_id: int = 0
+    global_step: int = 0
+    samples_seen: int = 0
+    progress: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint: str | None = None
+    trainer: Any = None
+
+
+class _UseUpdater(RunnerItem):
+    """Puts an existing updater on the context (a standalone tester of a trained model)."""
+
+    def __init__(self, updater: Any) -> None:
+        self.updater = updater
+
+    def initialize(self, context: RunnerContext, next_callback: Any) -> None:
+        context.updater = self.updater
+        next_callback(context)
+
+
+class RunnerBuilder:
+    """Builds trainer and tester runners for ``network``; see the module docstring.
+
+    ``device``: where the model runs (default: ``cuda:<local rank>`` if available, else
+    the CPU); ``device_count``: number of data-parallel processes :meth:`run` starts;
+    ``seed``: seeds the model's initial parameters (same on every rank);
+    ``backend``: the ``torch.distributed`` backend for :meth:`run` (default gloo on the
+    CPU, NCCL with CUDA).
+    """
+
+    def __init__(self, network: Network, *, device_count: int = 1, device: Any = None,
+                 seed: int | None = None, backend: str | None = None) -> None:
+        if not isinstance(network, Network):
+            raise TypeError(
+                f"`network` must be a feedline.train.Network (use the @network decorator), got {network!r}"
+            )
+        self.network = network
+        self.device_count = positive_int("device_count", device_count)
+        self.device = device
+        self.seed = seed
+        self.backend = backend
+        self._trainer: dict[str, Any] | None = None
+        self._tester: dict[str, Any] | None = None
+        self._options: dict[str, dict[str, Any]] = {}
+        self._extra: list[RunnerItem] = []
+
+    # ------------------------------------------------------------------ configuration
+    def with_std_local_trainer(self, data: Any, *, feeding: Any = None, batch_size: int | None = None,
+                               drop_last: bool = False, prefetch: int = 0, shard: bool = True,
+                               split_mode: str = "strided", remainder: str = "pad",
+                               stats: bool = False) -> RunnerBuilder:
+        """Train on ``data`` (a Dataset or reader); see :class:`~feedline.train.items.DataProvider`
+        for the options. ``batch_size`` is per process."""
+        self._trainer = dict(data=data, feeding=feeding, batch_size=batch_size, drop_last=drop_last,
+                             prefetch=prefetch, shard=shard, split_mode=split_mode,
+                             remainder=remainder, stats=stats)
+        DataProvider(**self._trainer)
+        return self
+
+    def with_std_tester(self, data: Any, *, feeding: Any = None, batch_size: int | None = None,
+                        every_n_passes: int = 1, prefetch: int = 0, shard: bool = True) -> RunnerBuilder:
+        """Test on ``data`` after every ``every_n_passes`` training passes (or, without a
+        trainer, build a test runner); see :class:`~feedline.train.items.TestOnPassEnd`."""
+        self._tester = dict(data=data, feeding=feeding, batch_size=batch_size,
+                            every_n_passes=every_n_passes, prefetch=prefetch, shard=shard)
+        TestOnPassEnd(**self._tester)
+        return self
+
+    def with_event_handler(self, handler: Any) -> RunnerBuilder:
+        """Call ``handler(event)`` with the v2 events (:mod:`feedline.train.events`)."""
+        EventHandler(handler)
+        self._options["events"] = {"handler": handler}
+        return self
+
+    def with_progress(self, **kwargs: Any) -> RunnerBuilder:
+        """Add a :class:`~feedline.train.items.Progress` bar (keyword options passed on)."""
+        Progress(**kwargs)
+        self._options["progress"] = kwargs
+        return self
+
+    def with_metrics_logger(self, directory: str | os.PathLike, **kwargs: Any) -> RunnerBuilder:
+        """Add a :class:`~feedline.train.items.MetricsLogger` writing to ``directory``."""
+        MetricsLogger(directory, **kwargs)
+        self._options["logger"] = {"directory": directory, **kwargs}
+        return self
+
+    def with_checkpoints(self, directory: str | os.PathLike, **kwargs: Any) -> RunnerBuilder:
+        """Add a :class:`~feedline.train.items.Checkpointer` (``every_n_batches``,
+        ``every_n_passes``, ``keep``, ``resume``)."""
+        Checkpointer(directory, **kwargs)
+        self._options["checkpoints"] = {"directory": directory, **kwargs}
+        return self
+
+    def with_early_stopping(self, monitor: str = "test.cost", **kwargs: Any) -> RunnerBuilder:
+        """Add :class:`~feedline.train.items.EarlyStopping` on ``monitor``."""
+        EarlyStopping(monitor, **kwargs)
+        self._options["early_stopping"] = {"monitor": monitor, **kwargs}
+        return self
+
+    def with_save_params(self, directory: str | os.PathLike, **kwargs: Any) -> RunnerBuilder:
+        """Add :class:`~feedline.train.items.SaveParamsOnPassEnd` writing to ``directory``."""
+        SaveParamsOnPassEnd(directory, **kwargs)
+        self._options["save_params"] = {"directory": directory, **kwargs}
+        return self
+
+    def with_item(self, item: RunnerItem) -> RunnerBuilder:
+        """Add a custom item, innermost (after the standard ones)."""
+        if not isinstance(item, RunnerItem):
+            raise TypeError(f"`item` must be a RunnerItem, got {type(item).__name__}")
+        self._extra.append(item)
+        return self
+
+    # ------------------------------------------------------------------ building
+    def build(self, *, module: Any = None, updater: LocalUpdater | None = None) -> Runner:
+        """A new runner (see the module docstring for the chain).
+
+        ``module``: train or test this existing ``torch.nn.Module`` instead of a new one;
+        ``updater``: reuse this :class:`~feedline.train.items.LocalUpdater` (its
+        optimizer state carries over).
+        """
+        from feedline.train.distributed import init_from_env, is_distributed
+
+        if self._trainer is None and self._tester is None:
+            raise ValueError("nothing to build: call with_std_local_trainer() or with_std_tester()")
+        init_from_env(self.backend)
+        if self.device_count > 1 and not is_distributed():
+            raise RuntimeError(
+                f"device_count={self.device_count}: call builder.run(num_passes), which starts "
+                "the processes, or launch this script with torchrun"
+            )
+        model = CreateModel(self.network, device=self.device, module=module, seed=self.seed)
+        if self._trainer is None:
+            t = self._tester
+            items: list[RunnerItem] = [model]
+            if updater is not None:
+                items.append(_UseUpdater(updater))
+            items += [DataProvider(t["data"], feeding=t["feeding"], batch_size=t["batch_size"],
+                                   prefetch=t["prefetch"], shard=t["shard"], remainder="keep",
+                                   state_key=None),
+                      TestOps(), *self._extra]
+            return Runner(items)
+        o = self._options
+        items = [model, updater if updater is not None else LocalUpdater()]
+        if "checkpoints" in o:
+            c = dict(o["checkpoints"])
+            items.append(Checkpointer(c.pop("directory"), **c))
+        items += [Counter(), DataProvider(**self._trainer)]
+        if "progress" in o:
+            items.append(Progress(**o["progress"]))
+        if "logger" in o:
+            c = dict(o["logger"])
+            items.append(MetricsLogger(c.pop("directory"), **c))
+        if "early_stopping" in o:
+            items.append(EarlyStopping(**o["early_stopping"]))
+        if "save_params" in o:
+            c = dict(o["save_params"])
+            items.append(SaveParamsOnPassEnd(c.pop("directory"), **c))
+        items.append(History())
+        if "events" in o:
+            items.append(EventHandler(o["events"]["handler"]))
+        items.append(TrainOps())
+        if self._tester is not None:
+            items.append(TestOnPassEnd(**self._tester))
+        items += self._extra
+        return Runner(items)
+
+    def run(self, num_passes: int) -> TrainResult:
+        """Build the trainer, run ``num_passes`` passes and return a :class:`TrainResult`.
+
+        With ``device_count > 1`` outside a process group, starts ``device_count``
+        processes that each build and run the trainer (the builder, its network and its
+        data must pickle) and returns rank 0's result.
+        """
+        from feedline.train.distributed import is_distributed, launch
+
+        positive_int("num_passes", num_passes)
+        if self._trainer is None:
+            raise ValueError("run() trains: call with_std_local_trainer() first")
+        if self.device_count > 1 and not is_distributed() and int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+            return launch(_run_in_process, self, num_passes, nprocs=self.device_count,
+                          backend=self.backend)
+        runner = self.build()
+        with runner:
+            runner.run(num_passes)
+            return summarize(runner)
+
+
+def _run_in_process(builder: RunnerBuilder, num_passes: int) -> TrainResult:
+    runner = builder.build()
+    with runner:
+        runner.run(num_passes)
+        return summarize(runner)
+
+
+def summarize(runner: Runner) -> TrainResult:
+    """A :class:`TrainResult` from a (still initialized) trainer runner."""
+    ctx = runner.context
+    history = runner.find(History)
+    progress = runner.find(Progress)
+    ckpt = runner.find(Checkpointer)
+    passes = list(history.passes) if history is not None else []
+    tests = [p.test for p in passes if p.test is not None]
+    return TrainResult(
+        passes=passes,
+        test=tests[-1] if tests else getattr(ctx, "test_result", None),
+        params={k: v.detach().cpu().clone() for k, v in ctx.module.state_dict().items()},
+        pass_id=getattr(ctx, "pass_id", 0),
+        global_step=getattr(ctx, "global_step", 0),
+        samples_seen=getattr(ctx, "samples_seen", 0),
+        progress=list(progress.passes) if progress is not None else [],
+        checkpoint=None if ckpt is None else ckpt.last_path,
+    )

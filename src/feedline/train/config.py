@@ -1,0 +1,168 @@
+"""Optimization settings for :func:`feedline.train.network`: small validated objects.
+
+They carry PaddlePaddle's names and build their PyTorch counterpart:
+
+=====================================  ===============================================
+setting                                becomes
+=====================================  ===============================================
+``SGD()``                              ``torch.optim.SGD(lr)``
+``Momentum(momentum=0.9)``             ``torch.optim.SGD(lr, momentum, nesterov)``
+``AdamOptimizer(beta1, beta2, eps)``   ``torch.optim.Adam(lr, betas, eps)``
+``L2Regularization(rate)``             ``weight_decay=rate`` of that optimizer: ``rate * w``
+                                       is added to every gradient before the step
+``ModelAverage(average_window, ...)``  a running average of the parameters over the
+                                       recent updates (see :class:`ModelAverage`)
+=====================================  ===============================================
+
+>>> AdamOptimizer(beta1=0.8)
+AdamOptimizer(beta1=0.8, beta2=0.999, epsilon=1e-08)
+>>> Momentum(momentum=1.5)
+Traceback (most recent call last):
+...
+ValueError: `momentum` must be a number in [0, 1), got 1.5
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from feedline._validate import optional_positive_int, positive_int
+
+__all__ = [
+    "Optimizer",
+    "SGD",
+    "Momentum",
+    "AdamOptimizer",
+    "L2Regularization",
+    "ModelAverage",
+    "check_float",
+]
+
+
+def check_float(name: str, value: Any, *, low: float = 0.0, high: float | None = None,
+                low_open: bool = False, high_open: bool = True, text: str | None = None) -> float:
+    """``value`` as a float if it lies in the interval, else ``ValueError``/``TypeError``.
+
+    >>> check_float("rate", 0.5)
+    0.5
+    >>> check_float("rate", -1)
+    Traceback (most recent call last):
+    ...
+    ValueError: `rate` must be a number >= 0, got -1
+    """
+    if text is None:
+        text = f"a number {'>' if low_open else '>='} {low:g}"
+        if high is not None:
+            text = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{name}` must be {text}, got {value!r}")
+    v = float(value)
+    bad = v < low or (low_open and v == low) or v != v
+    if high is not None:
+        bad = bad or v > high or (high_open and v == high)
+    if bad:
+        raise ValueError(f"`{name}` must be {text}, got {value!r}")
+    return v
+
+
+class Optimizer:
+    """Base of the learning methods: :meth:`build` makes the torch optimizer."""
+
+    def build(self, params: Any, *, learning_rate: float, weight_decay: float = 0.0) -> Any:
+        raise NotImplementedError  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class SGD(Optimizer):
+    """Plain stochastic gradient descent: ``w -= lr * g``."""
+
+    def build(self, params: Any, *, learning_rate: float, weight_decay: float = 0.0) -> Any:
+        import torch
+
+        return torch.optim.SGD(params, lr=learning_rate, weight_decay=weight_decay)
+
+
+@dataclass(frozen=True)
+class Momentum(Optimizer):
+    """SGD with momentum ``momentum`` in [0, 1) (``nesterov`` for Nesterov's variant)."""
+
+    momentum: float = 0.9
+    nesterov: bool = False
+
+    def __post_init__(self) -> None:
+        check_float("momentum", self.momentum, high=1.0)
+        if self.nesterov and self.momentum == 0:
+            raise ValueError("`nesterov` needs a momentum > 0, got momentum=0")
+
+    def build(self, params: Any, *, learning_rate: float, weight_decay: float = 0.0) -> Any:
+        import torch
+
+        return torch.optim.SGD(params, lr=learning_rate, momentum=self.momentum,
+                               nesterov=self.nesterov, weight_decay=weight_decay)
+
+
+@dataclass(frozen=True)
+class AdamOptimizer(Optimizer):
+    """Adam with ``beta1``, ``beta2`` in [0, 1) and ``epsilon`` > 0."""
+
+    beta1: float = 0.9
+    beta2: float = 0.999
+    epsilon: float = 1e-8
+
+    def __post_init__(self) -> None:
+        check_float("beta1", self.beta1, high=1.0)
+        check_float("beta2", self.beta2, high=1.0)
+        check_float("epsilon", self.epsilon, low_open=True)
+
+    def build(self, params: Any, *, learning_rate: float, weight_decay: float = 0.0) -> Any:
+        import torch
+
+        return torch.optim.Adam(params, lr=learning_rate, betas=(self.beta1, self.beta2),
+                                eps=self.epsilon, weight_decay=weight_decay)
+
+
+@dataclass(frozen=True)
+class L2Regularization:
+    """L2 weight decay: the optimizer adds ``rate * w`` to each gradient (``rate >= 0``)."""
+
+    rate: float
+
+    def __post_init__(self) -> None:
+        check_float("rate", self.rate)
+
+
+@dataclass(frozen=True)
+class ModelAverage:
+    """Average the parameters over the most recent updates, for testing and export.
+
+    After update number ``t`` the parameters are added to a running sum. The window is
+    ``w(t) = max(min_average_window, min(max_average_window, floor(average_window * t)))``
+    (``max_average_window=None``: no upper bound). When the running sum holds ``w(t)``
+    updates it becomes the *previous* sum and a new running sum starts. The averaged
+    parameters are ``(previous sum + running sum) / (their update counts)``: the mean
+    of the last ``n`` parameter values with ``w <= n < 2w`` (fewer at the start).
+
+    ``average_window`` is the fraction of all updates so far, in (0, 1].
+    """
+
+    average_window: float = 0.15
+    max_average_window: int | None = None
+    min_average_window: int = 1
+
+    def __post_init__(self) -> None:
+        check_float("average_window", self.average_window, high=1.0, low_open=True,
+                    high_open=False)
+        optional_positive_int("max_average_window", self.max_average_window)
+        positive_int("min_average_window", self.min_average_window)
+
+    def window(self, num_updates: int) -> int:
+        """``w(num_updates)`` as defined above.
+
+        >>> ModelAverage(0.5, max_average_window=10).window(100)
+        10
+        """
+        w = int(self.average_window * num_updates)
+        if self.max_average_window is not None:
+            w = min(w, self.max_average_window)
+        return max(self.min_average_window, w)

@@ -1,0 +1,288 @@
+"""Data-parallel training on ``torch.distributed``: launching, splitting, reducing.
+
+Two ways to run a job on several processes (gloo on the CPU, NCCL on GPUs):
+
+* **torchrun**: ``torchrun --nproc-per-node 2 train.py``; inside, :func:`init_from_env`
+  (called by the trainer) joins the process group described by ``RANK``,
+  ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``;
+* **spawn**: :func:`launch` starts ``nprocs`` processes on this machine, each joining a
+  group on ``127.0.0.1``, runs ``fn(*args)`` in each and returns rank 0's result.
+  ``RunnerBuilder(device_count=n).run(...)`` and ``Trainer.train(device_count=n)`` use
+  it. Everything passed must pickle (module-level functions, not lambdas).
+
+Inside the group, the model is wrapped in ``DistributedDataParallel`` (gradients are
+averaged across ranks after every backward pass), each rank reads its own part of the
+data (:func:`split_dataset`) with the *same number of batches* on every rank — a rank
+that runs out early would leave the others waiting forever in the gradient all-reduce —
+and metrics are summed across ranks (:func:`all_reduce_sum`) so that every rank reports
+the global value.
+
+With a strided split and a per-rank batch size ``B``, batch ``j`` of the ``W`` ranks
+together is exactly batch ``j`` of a single process with batch size ``W * B``; since
+every rank's cost is its batch mean and DDP averages the gradients, training matches
+the single-process run on the global batch up to floating-point rounding.
+
+>>> from feedline import Dataset
+>>> ds = Dataset.range(10)
+>>> [split_dataset(ds, r, 3).to_list() for r in range(3)]          # strided, padded
+[[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]
+>>> [split_dataset(ds, r, 3, mode="contiguous", remainder="drop").to_list() for r in range(3)]
+[[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import socket
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from feedline._validate import non_negative_int, one_of, positive_int
+from feedline.dataset.base import RandomAccessDataset
+
+__all__ = [
+    "default_backend",
+    "init_from_env",
+    "is_distributed",
+    "rank_and_world_size",
+    "local_rank",
+    "wrap_ddp",
+    "all_reduce_sum",
+    "split_dataset",
+    "RankSplitDataset",
+    "launch",
+    "free_port",
+]
+
+
+def default_backend() -> str:
+    """``"nccl"`` when CUDA is available, else ``"gloo"``."""
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def is_distributed() -> bool:
+    """True inside an initialized process group of more than one process."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank_and_world_size() -> tuple[int, int]:
+    """``(rank, world_size)`` of the initialized process group, else ``(0, 1)``."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def local_rank() -> int:
+    """This process's rank on its machine (``LOCAL_RANK``, set by torchrun), else 0."""
+    try:
+        return int(os.environ.get("LOCAL_RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def init_from_env(backend: str | None = None) -> bool:
+    """Join the process group that torchrun's environment describes.
+
+    Returns True when a group is initialized afterwards (already, or now because
+    ``WORLD_SIZE`` > 1), False for a single-process job.
+    """
+    if not dist.is_available():
+        return False
+    if dist.is_initialized():
+        return True
+    try:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise ValueError(f"WORLD_SIZE must be an int, got {os.environ['WORLD_SIZE']!r}") from None
+    if world <= 1:
+        return False
+    backend = backend or default_backend()
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank() % torch.cuda.device_count())
+    dist.init_process_group(backend=backend, init_method="env://")
+    return True
+
+
+def wrap_ddp(module: torch.nn.Module, device: torch.device) -> Any:
+    """``DistributedDataParallel(module)`` on ``device``."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if device.type == "cuda":
+        return DistributedDataParallel(module, device_ids=[device.index], output_device=device.index)
+    return DistributedDataParallel(module)
+
+
+def all_reduce_sum(values: Sequence[float], device: Any = None) -> list[float]:
+    """Sum ``values`` elementwise across ranks (float64); unchanged when not distributed.
+
+    ``device`` must be a CUDA device under NCCL (the CPU is used by default).
+    """
+    if not is_distributed():
+        return [float(v) for v in values]
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist()
+
+
+# ---------------------------------------------------------------------- splitting
+
+class RankSplitDataset(RandomAccessDataset):
+    """Rank ``rank``'s part of a random-access dataset; see :func:`split_dataset`.
+
+    Epoch ``e`` of the part reads the parent's epoch ``e`` (so a parent
+    ``global_shuffle`` reshuffles every epoch, identically on every rank).
+    """
+
+    def __init__(self, parent: RandomAccessDataset, rank: int, world_size: int, mode: str,
+                 remainder: str) -> None:
+        super().__init__()
+        self._parents = (parent,)
+        self._n = n = len(parent)
+        self.rank, self.world_size, self.mode, self.remainder = rank, world_size, mode, remainder
+        base, extra = divmod(n, world_size)
+        if remainder == "pad":
+            self._len = math.ceil(n / world_size)
+        elif remainder == "drop":
+            self._len = base
+        else:  # keep: the first `extra` ranks get one more item
+            self._len = base + (1 if rank < extra else 0)
+        if mode == "contiguous":
+            if remainder == "keep":
+                self._start = rank * base + min(rank, extra)
+            else:
+                self._start = rank * self._len
+        else:
+            self._start = rank
+
+    @property
+    def name(self) -> str:
+        return f"split({self.rank}/{self.world_size}, {self.mode}, {self.remainder})"
+
+    def __len__(self) -> int:
+        return self._len
+
+    def parent_index(self, k: int) -> int:
+        """Index in the parent (within one epoch) of this part's item ``k``."""
+        if self.mode == "strided":
+            j = k * self.world_size + self._start
+        else:
+            j = self._start + k
+        return j % self._n  # padding wraps around to the first items
+
+    def _getitem(self, index: int) -> Any:
+        epoch, k = divmod(index, self._len)
+        return self._parents[0]._getitem(epoch * self._n + self.parent_index(k))
+
+
+def split_dataset(
+    dataset: RandomAccessDataset,
+    rank: int,
+    world_size: int,
+    *,
+    mode: str = "strided",
+    remainder: str = "pad",
+) -> RankSplitDataset:
+    """Rank ``rank`` of ``world_size``'s part of a random-access dataset of ``n`` items.
+
+    ``mode="strided"``: items ``rank, rank + W, rank + 2W, ...``; ``"contiguous"``: one
+    block of consecutive items per rank. ``remainder`` decides what happens when ``W``
+    does not divide ``n``: ``"pad"`` gives every rank ``ceil(n / W)`` items, the missing
+    ones taken again from the start of the data; ``"drop"`` gives every rank
+    ``floor(n / W)`` items; ``"keep"`` gives the first ``n % W`` ranks one more item
+    (every item exactly once, unequal counts — for evaluation, never for training).
+
+    Shuffle *before* splitting (``global_shuffle(seed=...)`` with the same seed on every
+    rank) so that the ranks split one common order.
+    """
+    if not isinstance(dataset, RandomAccessDataset):
+        raise TypeError(
+            "splitting across ranks needs a random-access dataset (len + getitem), got "
+            f"{getattr(dataset, 'name', type(dataset).__name__)}; split a stream yourself "
+            "(e.g. with feedline.split) and pass shard=False"
+        )
+    positive_int("world_size", world_size)
+    non_negative_int("rank", rank)
+    if rank >= world_size:
+        raise ValueError(f"`rank` must be < world_size ({world_size}), got {rank}")
+    one_of("mode", mode, ("strided", "contiguous"))
+    one_of("remainder", remainder, ("pad", "drop", "keep"))
+    if len(dataset) == 0:
+        raise ValueError("cannot split an empty dataset across ranks")
+    return RankSplitDataset(dataset, rank, world_size, mode, remainder)
+
+
+# ---------------------------------------------------------------------- launching
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank: int, payload: bytes, world_size: int, backend: str, port: int,
+            result_path: str, threads: int | None) -> None:
+    fn, args = pickle.loads(payload)
+    os.environ.update({
+        "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
+        "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+    })
+    if threads is not None:
+        torch.set_num_threads(threads)
+    if backend == "nccl":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+    dist.init_process_group(backend=backend, init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world_size)
+    try:
+        result = fn(*args)
+        if rank == 0:
+            with open(result_path, "wb") as f:
+                pickle.dump(result, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def launch(
+    fn: Callable[..., Any],
+    *args: Any,
+    nprocs: int,
+    backend: str | None = None,
+    threads_per_process: int | None = None,
+) -> Any:
+    """Run ``fn(*args)`` in ``nprocs`` new processes forming one process group; return
+    rank 0's result.
+
+    Each process gets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/``MASTER_ADDR``/
+    ``MASTER_PORT`` set as torchrun would, joins the group on a free port of 127.0.0.1
+    (``backend``: default :func:`default_backend`) and leaves it when ``fn`` returns.
+    ``threads_per_process``: ``torch.set_num_threads`` in each process (on the CPU the
+    default divides this machine's cores among the processes). An exception in any
+    process is re-raised here (``torch.multiprocessing.ProcessRaisedException``).
+    """
+    positive_int("nprocs", nprocs)
+    if dist.is_available() and dist.is_initialized():
+        raise RuntimeError("launch() cannot start processes from inside a process group")
+    backend = backend or default_backend()
+    one_of("backend", backend, ("gloo", "nccl", "mpi"))
+    if threads_per_process is None and backend == "gloo":
+        threads_per_process = max(1, (os.cpu_count() or 1) // nprocs)
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory(prefix="feedline-launch-") as tmp:
+        result_path = os.path.join(tmp, "result.pkl")
+        # Plain pickle, so every process gets its own copy of any tensor in `args`;
+        # torch.multiprocessing would share their storage between the processes (and
+        # every rank's optimizer step would land in the same memory).
+        payload = pickle.dumps((fn, args))
+        mp.spawn(_worker, args=(payload, nprocs, backend, free_port(), result_path,
+                                threads_per_process), nprocs=nprocs, join=True)
+        if not os.path.exists(result_path):  # pragma: no cover - rank 0 always writes
+            return None
+        with open(result_path, "rb") as f:
+            return pickle.load(f)

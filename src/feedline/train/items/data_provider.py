@@ -1,0 +1,266 @@
+"""``DataProvider``: read the next batch, feed it, and remember where the pass is.
+
+The data is a :class:`~feedline.Dataset` or a PaddlePaddle reader (a function returning
+an iterable). With ``batch_size`` it yields *samples* (tuples of columns) and is batched
+here; without it (and without a ``batch_size`` on the network) it yields *batches*
+(lists of samples), as the reader given to PaddlePaddle v2's ``train`` does.
+
+Each batch is converted by the network's :class:`~feedline.feeder.DataFeeder` (built
+from ``context.network.inputs`` and the ``feeding`` map, so a map that does not fit the
+inputs fails before the first pass, naming the input) as a pipeline stage, then moved to
+``context.device`` with :func:`feedline.to_torch.to_torch`. Per batch it sets
+``context.batch`` (the samples as read), ``context.inputs`` (``{name: tensor}``) and
+``context.batch_size``; it sets ``context.batches_per_pass`` when it can tell (random
+access data, or after one full pass).
+
+``on_batch_begin`` returns True ("no more data") when the pass's iterator is exhausted.
+Every pass is a new iteration of the dataset, i.e. a new epoch for seeded shuffles: the
+``k``-th pass of a runner reads epoch ``k`` (counted by this item and checkpointed, so a
+job resumed in a new process goes on with the right epoch).
+
+**Data parallel**: when ``context.world_size > 1`` and ``shard`` is true, the data must
+be a random-access dataset of samples and each rank reads its
+:func:`~feedline.train.distributed.split_dataset` part (``split_mode``, ``remainder``)
+before batching, so all ranks run the same number of batches.
+
+**Checkpoint entry** ``"data"``: the epoch of the next pass, and the pipeline's iterator
+state in the middle of a pass (``None`` between passes); restoring it makes the next pass continue exactly after the
+last batch that was read. A data source that cannot report its position (a plain reader)
+raises :class:`~feedline.exceptions.StateNotSupportedError` when a mid-pass checkpoint
+is taken.
+
+>>> import numpy as np, torch
+>>> from feedline import Dataset, data_type
+>>> from feedline.train import Runner, SGD, network
+>>> from feedline.train.items import *
+>>> x = np.eye(4, dtype=np.float32)[[0, 1, 2, 3] * 4]; y = np.array([0, 1, 0, 1] * 4)
+>>> net = network(inputs={"x": data_type.dense_vector(4), "label": data_type.integer_value(2)},
+...               learning_rate=0.5, learning_method=SGD(), batch_size=4)(torch.nn.Linear(4, 2))
+>>> data = Dataset.from_arrays(x, y)
+>>> runner = Runner([CreateModel(net), DataProvider(data, batch_size=8)])
+>>> with runner:
+...     runner.context.batches_per_pass
+...     runner.run_one_pass()
+...     {k: tuple(v.shape) for k, v in runner.context.inputs.items()}
+2
+2
+{'x': (8, 4), 'label': (8,)}
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from feedline._validate import non_negative_int, one_of, optional_positive_int
+from feedline.dataset.base import Dataset, RandomAccessDataset
+from feedline.exceptions import CheckpointError, FeedError
+from feedline.train.distributed import split_dataset
+from feedline.train.runner import RunnerContext, RunnerItem
+
+__all__ = ["DataProvider", "as_dataset"]
+
+
+def as_dataset(data: Any) -> Dataset:
+    """``data`` as a :class:`Dataset`: itself, or a stream over a reader's calls."""
+    if isinstance(data, Dataset):
+        return data
+    if callable(data):
+        return Dataset.from_reader(data)
+    raise TypeError(
+        f"training data must be a feedline Dataset or a reader (a function returning an "
+        f"iterable), got {type(data).__name__}"
+    )
+
+
+def _iterator_for_epoch(ds: Dataset, epoch: int, stats: bool) -> Any:
+    """A fresh iterator of ``ds`` for iteration number ``epoch``.
+
+    A Dataset numbers its iterations itself (0, 1, ... per object); a runner restored in
+    a new process must read pass ``k`` as epoch ``k`` of its pipeline, so the counter is
+    set first. (To be replaced by a public ``Dataset.iterator(epoch=...)``.)
+    """
+    ds._iterations = epoch
+    return ds.iterator(stats=True) if stats else ds.iterator()
+
+
+class _Feed:
+    """Pipeline stage: batch -> (batch, fed numpy values). Pickles with its feeder."""
+
+    def __init__(self, feeder: Any, batched_here: bool) -> None:
+        self.feeder = feeder
+        self.batched_here = batched_here
+
+    def __call__(self, batch: Any) -> tuple[Any, dict]:
+        if not self.batched_here and isinstance(batch, (tuple, dict)):
+            raise FeedError(
+                f"the data yields a {type(batch).__name__} where a batch (a list of samples) "
+                "was expected: it looks like one sample; give `batch_size` to batch the samples "
+                "(or batch the reader, e.g. feedline.batch(reader, 32))"
+            )
+        return batch, self.feeder(batch)
+
+
+class DataProvider(RunnerItem):
+    """Feeds the batches of ``data``; see the module docstring.
+
+    ``feeding``: the feeding map (``None``: declaration order). ``batch_size``: batch
+    the samples of ``data`` (default: ``network.batch_size``; ``None`` on both: ``data``
+    yields batches). ``drop_last``: drop a last smaller batch. ``prefetch``: convert up
+    to this many batches ahead in a background thread (0: in the training thread).
+    ``shard``, ``split_mode``, ``remainder``: data-parallel splitting (see above).
+    ``sequence``, ``non_blocking``: passed to :func:`~feedline.to_torch.to_torch`.
+    ``stats``: time every pipeline stage (``dataset.iterator(stats=True)``); after each
+    pass ``last_stats`` holds its :class:`~feedline.runtime.stats.StatsReport`.
+    ``state_key``: checkpoint entry name (testers use ``None``: they always start a pass
+    from the beginning).
+    """
+
+    state_key = "data"
+
+    def __init__(
+        self,
+        data: Any,
+        *,
+        feeding: Any = None,
+        batch_size: int | None = None,
+        drop_last: bool = False,
+        prefetch: int = 0,
+        shard: bool = True,
+        split_mode: str = "strided",
+        remainder: str = "pad",
+        sequence: str = "padded",
+        non_blocking: bool = False,
+        stats: bool = False,
+        state_key: str | None = "data",
+    ) -> None:
+        self.data = as_dataset(data)
+        self.feeding = feeding
+        self.batch_size = optional_positive_int("batch_size", batch_size)
+        self.drop_last = bool(drop_last)
+        self.prefetch = non_negative_int("prefetch", prefetch)
+        self.shard = bool(shard)
+        self.split_mode = one_of("split_mode", split_mode, ("strided", "contiguous"))
+        self.remainder = one_of("remainder", remainder, ("pad", "drop", "keep"))
+        self.sequence = one_of("sequence", sequence, ("padded", "packed", "flat"))
+        self.non_blocking = bool(non_blocking)
+        self.stats = bool(stats)
+        self.last_stats: Any = None
+        self.state_key = state_key
+        self.pipeline: Dataset | None = None
+        self._it: Any = None
+        self._pending: dict | None = None
+        self._count = 0
+        self._resumed = False
+        self._epoch = 0
+
+    # ------------------------------------------------------------------ building
+    def initialize(self, context: RunnerContext, next_callback: Any) -> None:
+        network = context.network
+        feeder = network.data_feeder(self.feeding)
+        batch_size = self.batch_size if self.batch_size is not None else network.batch_size
+        ds = self.data
+        world = getattr(context, "world_size", 1)
+        if world > 1 and self.shard:
+            if batch_size is None:
+                raise ValueError(
+                    "data-parallel training splits samples across ranks: give `batch_size` "
+                    "(per rank) and data that yields samples, or pass shard=False with data "
+                    "already split per rank"
+                )
+            ds = split_dataset(ds, context.rank, world, mode=self.split_mode,
+                               remainder=self.remainder)
+        per_pass = None
+        if isinstance(ds, RandomAccessDataset):
+            n = len(ds)
+            if batch_size is None:
+                per_pass = n
+            else:
+                per_pass = n // batch_size if self.drop_last else math.ceil(n / batch_size)
+        if batch_size is not None:
+            ds = ds.batch(batch_size, drop_last=self.drop_last)
+        ds = ds.map(_Feed(feeder, batch_size is not None), name="feed")
+        if self.prefetch:
+            ds = ds.prefetch(self.prefetch)
+        self.pipeline = ds
+        self.effective_batch_size = batch_size
+        context.batches_per_pass = per_pass
+        next_callback(context)
+
+    # ------------------------------------------------------------------ hooks
+    def on_pass_begin(self, next_callback: Any) -> None:
+        self._close()
+        state, self._pending = self._pending, None
+        if state is not None:
+            self._it = self.pipeline.iterator(state, stats=True if self.stats else None)
+        else:
+            self._it = _iterator_for_epoch(self.pipeline, self._epoch, self.stats)
+        self._epoch = self._it.epoch + 1
+        self._count = 0
+        self._resumed = state is not None
+        next_callback()
+
+    def on_batch_begin(self, next_callback: Any) -> bool:
+        try:
+            batch, values = next(self._it)
+        except StopIteration:
+            return True
+        from feedline.to_torch import to_torch
+
+        ctx = self.context
+        ctx.batch = batch
+        ctx.inputs = to_torch(values, device=ctx.device, non_blocking=self.non_blocking,
+                              sequence=self.sequence)
+        ctx.batch_size = len(batch)
+        self._count += 1
+        return next_callback()
+
+    def on_pass_end(self, next_callback: Any) -> None:
+        if not self._resumed and self._it is not None:
+            self.context.batches_per_pass = self._count
+        if self.stats and self._it is not None:
+            self.last_stats = self._it.stats()
+        self._close()
+        next_callback()
+
+    def finalize(self, next_callback: Any) -> None:
+        self._close()
+        next_callback()
+
+    def _close(self) -> None:
+        it, self._it = self._it, None
+        if it is not None:
+            it.close()
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        from feedline.train.checkpoint import _gather
+
+        mine = None if self._it is None else self._it.get_state()
+        ranks = _gather(mine)
+        if ranks is None:
+            return {"iterator": mine, "epoch": self._epoch}
+        return {"iterator": None, "ranks": ranks, "epoch": self._epoch}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict) or "iterator" not in state or "epoch" not in state:
+            raise CheckpointError("the data entry lacks 'iterator' or 'epoch'")
+        self._epoch = int(state["epoch"])
+        if "ranks" in state:
+            ranks = state["ranks"]
+            world = getattr(self.context, "world_size", 1)
+            if len(ranks) != world:
+                raise CheckpointError(
+                    f"the data positions were saved by {len(ranks)} processes, this job has {world}"
+                )
+            self._pending = ranks[getattr(self.context, "rank", 0)]
+        else:
+            if getattr(self.context, "world_size", 1) != 1:
+                raise CheckpointError(
+                    "the data position was saved by 1 process, this job has "
+                    f"{self.context.world_size}"
+                )
+            self._pending = state["iterator"]
+
+    def __repr__(self) -> str:
+        return f"DataProvider({self.data!r})"

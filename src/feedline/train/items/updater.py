@@ -1,0 +1,181 @@
+"""``LocalUpdater``: the optimizer and everything around a parameter update.
+
+PaddlePaddle's ParameterUpdater has ``startPass``, ``startBatch``, ``update``,
+``finishBatch``, ``finishPass`` and, for model averaging, ``apply``/``restore``. The
+:class:`LocalUpdater` keeps those steps with PyTorch underneath:
+
+* ``start_pass()`` / ``finish_pass()``: called at the ends of every pass (hooks for
+  subclasses; nothing to do by default);
+* ``start_batch()``: clears the gradients (``zero_grad(set_to_none=True)``);
+* ``update()``: after the backward pass: clips the gradients (each element to
+  ``[-gradient_clipping_threshold, +threshold]``, then the global norm to
+  ``max_grad_norm``, when set) and takes an optimizer step; L2 regularisation is the
+  optimizer's ``weight_decay`` (``rate * w`` added to each gradient);
+* ``finish_batch()``: adds the new parameters to the model average, when configured;
+* ``apply()`` / ``restore()``: swap the averaged parameters in and the trained ones
+  back (no-ops without a model average).
+
+As a runner item it builds the optimizer in ``initialize`` (from ``context.network``'s
+``learning_method``, ``learning_rate`` and ``regularization``, over
+``context.module``'s trainable parameters), sets ``context.updater`` and
+``context.optimizer``, and calls ``start_pass``/``start_batch``/``finish_batch``/
+``finish_pass`` from the pass and batch hooks (``update`` is the train ops' call).
+Its checkpoint entry ``"updater"`` holds the optimizer's state, the update count and
+the model average's sums.
+
+Counters: ``num_updates`` — optimizer steps taken.
+
+>>> import numpy as np, torch
+>>> from feedline import Dataset, data_type
+>>> from feedline.train import Runner, SGD, network
+>>> from feedline.train.items import *
+>>> x = np.eye(4, dtype=np.float32)[[0, 1, 2, 3] * 4]; y = np.array([0, 1, 0, 1] * 4)
+>>> net = network(inputs={"x": data_type.dense_vector(4), "label": data_type.integer_value(2)},
+...               learning_rate=0.5, learning_method=SGD(), batch_size=4)(torch.nn.Linear(4, 2))
+>>> data = Dataset.from_arrays(x, y)
+>>> runner = Runner([CreateModel(net), LocalUpdater(), DataProvider(data), TrainOps()])
+>>> with runner:
+...     _ = runner.run_one_pass()
+...     updater = runner.context.updater
+>>> updater.num_updates, type(updater.optimizer).__name__
+(4, 'SGD')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from feedline.exceptions import CheckpointError
+from feedline.train.model_average import ModelAverager
+from feedline.train.runner import RunnerContext, RunnerItem
+
+__all__ = ["LocalUpdater"]
+
+
+class LocalUpdater(RunnerItem):
+    """The optimizer, gradient clipping and model averaging; see the module docstring."""
+
+    state_key = "updater"
+
+    def __init__(self) -> None:
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.average: ModelAverager | None = None
+        self.params: list[torch.nn.Parameter] = []
+        self.num_updates = 0
+        self._module: torch.nn.Module | None = None
+
+    def initialize(self, context: RunnerContext, next_callback: Any) -> None:
+        module = context.module
+        if self.optimizer is None or module is not self._module:
+            self.setup(context.network, module)
+        context.updater = self
+        context.optimizer = self.optimizer
+        next_callback(context)
+
+    def setup(self, network: Any, module: torch.nn.Module) -> None:
+        """Build the optimizer (and model averager) for ``module`` from ``network``."""
+        self._module = module
+        self.network = network
+        self.params = [p for p in module.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError("the model has no trainable parameters")
+        decay = network.regularization.rate if network.regularization is not None else 0.0
+        self.optimizer = network.learning_method.build(
+            self.params, learning_rate=network.learning_rate, weight_decay=decay
+        )
+        self.average = (
+            ModelAverager(self.params, network.model_average)
+            if network.model_average is not None else None
+        )
+        self.num_updates = 0
+
+    # ------------------------------------------------------------------ Paddle's steps
+    def start_pass(self) -> None:
+        """Called before every pass."""
+
+    def start_batch(self) -> None:
+        """Clear the gradients before a batch's backward pass."""
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def update(self) -> None:
+        """Clip the gradients and take one optimizer step."""
+        net = self.network
+        if net.gradient_clipping_threshold is not None:
+            torch.nn.utils.clip_grad_value_(self.params, net.gradient_clipping_threshold)
+        if net.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, net.max_grad_norm)
+        self.optimizer.step()
+        self.num_updates += 1
+
+    def finish_batch(self) -> None:
+        """Add the updated parameters to the model average (if any)."""
+        if self.average is not None:
+            self.average.accumulate()
+
+    def finish_pass(self) -> None:
+        """Called after every pass."""
+
+    def apply(self) -> None:
+        """Swap the averaged parameters in (no-op without model averaging)."""
+        if self.average is not None:
+            self.average.apply()
+
+    def restore(self) -> None:
+        """Swap the trained parameters back (no-op when nothing is applied)."""
+        if self.average is not None:
+            self.average.restore()
+
+    # ------------------------------------------------------------------ hooks
+    def on_pass_begin(self, next_callback: Any) -> None:
+        self.start_pass()
+        next_callback()
+
+    def on_batch_begin(self, next_callback: Any) -> bool:
+        self.start_batch()
+        return next_callback()
+
+    def on_batch_end(self, next_callback: Any) -> bool:
+        self.finish_batch()
+        return next_callback()
+
+    def on_pass_end(self, next_callback: Any) -> None:
+        self.finish_pass()
+        next_callback()
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "num_updates": self.num_updates,
+            "average": None if self.average is None else self.average.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("optimizer", "num_updates", "average"):
+            if key not in state:
+                raise CheckpointError(f"the updater entry lacks {key!r}")
+        saved_groups = state["optimizer"].get("param_groups", [])
+        mine = self.optimizer.state_dict()["param_groups"]
+        saved_sizes = [len(g["params"]) for g in saved_groups]
+        my_sizes = [len(g["params"]) for g in mine]
+        if saved_sizes != my_sizes:
+            raise CheckpointError(
+                f"the optimizer state is for parameter groups of sizes {saved_sizes}, this "
+                f"optimizer has {my_sizes}"
+            )
+        if (state["average"] is None) != (self.average is None):
+            have = "has" if state["average"] is not None else "has no"
+            want = "uses" if self.average is not None else "does not use"
+            raise CheckpointError(f"the checkpoint {have} model average state, the network {want} one")
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (ValueError, KeyError, RuntimeError) as exc:
+            raise CheckpointError(f"the optimizer state does not fit this optimizer: {exc}") from exc
+        if self.average is not None:
+            self.average.load_state_dict(state["average"])
+        self.num_updates = int(state["num_updates"])
+
+    def __repr__(self) -> str:
+        return "LocalUpdater()"

@@ -1,0 +1,90 @@
+"""Sample-weighted sums of cost and metrics, reducible across ranks.
+
+A batch's cost and metrics are batch means; a pass's are the means over all its
+samples, i.e. the batch means weighted by batch size:
+
+>>> sums = MetricSums()
+>>> sums.add(2, cost=1.0, metrics={"accuracy": 0.5})
+>>> sums.add(6, cost=3.0, metrics={"accuracy": 1.0})
+>>> sums.means()
+(2.5, {'accuracy': 0.875})
+>>> sums.samples
+8
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from feedline.exceptions import CheckpointError
+
+__all__ = ["MetricSums", "reduce_batch"]
+
+
+def reduce_batch(batch_size: int, cost: float, metrics: Mapping[str, float], device: Any = None
+                 ) -> tuple[int, float, dict[str, float]]:
+    """The global batch's size, mean cost and mean metrics over all ranks (the inputs
+    unchanged when not distributed)."""
+    from feedline.train.distributed import all_reduce_sum, is_distributed
+
+    if not is_distributed():
+        return batch_size, cost, dict(metrics)
+    names = list(metrics)
+    sums = all_reduce_sum([batch_size, cost * batch_size, *(metrics[n] * batch_size for n in names)],
+                          device)
+    n = sums[0]
+    return int(n), sums[1] / n, {name: v / n for name, v in zip(names, sums[2:])}
+
+
+class MetricSums:
+    """Running sums: ``samples``, ``cost`` x samples, and each metric x samples."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.samples = 0
+        self.cost = 0.0
+        self.metrics: dict[str, float] = {}
+
+    def add(self, batch_size: int, *, cost: float, metrics: Mapping[str, float]) -> None:
+        """Add one batch's mean ``cost`` and ``metrics`` over ``batch_size`` samples."""
+        self.samples += batch_size
+        self.cost += cost * batch_size
+        for name, value in metrics.items():
+            self.metrics[name] = self.metrics.get(name, 0.0) + value * batch_size
+
+    def means(self) -> tuple[float, dict[str, float]]:
+        """``(mean cost, {name: mean})`` over the samples added (NaN when none)."""
+        n = self.samples
+        if n == 0:
+            return float("nan"), {name: float("nan") for name in self.metrics}
+        return self.cost / n, {name: v / n for name, v in self.metrics.items()}
+
+    def all_reduce(self, names: list[str] | None = None, device: Any = None) -> None:
+        """Replace the sums by their totals over all ranks (no-op when not distributed).
+
+        ``names``: the metrics every rank knows (a rank without samples has none yet).
+        """
+        from feedline.train.distributed import all_reduce_sum, is_distributed
+
+        if not is_distributed():
+            return
+        names = list(self.metrics) if names is None else list(names)
+        total = all_reduce_sum([self.samples, self.cost, *(self.metrics.get(n, 0.0) for n in names)],
+                               device)
+        self.samples = int(total[0])
+        self.cost = total[1]
+        self.metrics = dict(zip(names, total[2:]))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"samples": self.samples, "cost": self.cost, "metrics": dict(self.metrics)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        try:
+            self.samples = int(state["samples"])
+            self.cost = float(state["cost"])
+            self.metrics = {str(k): float(v) for k, v in state["metrics"].items()}
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise CheckpointError(f"the metric sums do not restore: {exc!r}") from None

@@ -1,0 +1,373 @@
+"""``@network``: a model, its inputs and how to optimize it, in one object.
+
+PaddlePaddle's ``network(inputs=..., **settings)`` decorator wraps the function that
+builds the model; feedline's does the same around a function returning a
+``torch.nn.Module`` (or around a module itself) and returns a :class:`Network`:
+
+>>> import torch
+>>> from feedline import data_type
+>>> from feedline.train import network, AdamOptimizer
+>>> @network(inputs={"pixel": data_type.dense_vector(4), "label": data_type.integer_value(3)},
+...          learning_rate=1e-3, learning_method=AdamOptimizer(), batch_size=8)
+... def tiny(pixel):                         # receives the input types it names
+...     return torch.nn.Linear(pixel.dim, 3)
+>>> tiny.feature_names, tiny.label, tiny.cost
+(('pixel',), 'label', 'classification')
+>>> tiny.create_model()
+Linear(in_features=4, out_features=3, bias=True)
+
+How a batch goes through the model:
+
+* the model is called with the *features* — every input except ``label`` — as positional
+  arguments in declaration order: ``output = model(pixel)``;
+* ``label`` names the target input (default: the input called ``"label"`` if there is
+  one, else none);
+* ``cost`` turns ``(output, label)`` into the scalar to minimise: ``"classification"``
+  (cross entropy over logits, the default for an ``integer_value`` label; adds the
+  ``"accuracy"`` metric), ``"regression"`` (mean squared error, the default for a dense
+  label), a callable ``cost(output, label)``, or ``None`` when there is no label and the
+  model's output *is* the cost;
+* ``metrics``: ``{name: fn(output, label)}`` returning the batch's mean value; passes
+  report sample-weighted means.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from feedline._validate import optional_positive_int
+from feedline.data_type import DENSE, INTEGER, InputType
+from feedline.train.config import (
+    AdamOptimizer,
+    L2Regularization,
+    ModelAverage,
+    Optimizer,
+    check_float,
+)
+
+__all__ = ["Network", "network", "accuracy"]
+
+_COSTS = ("classification", "regression")
+
+
+def accuracy(output: Any, label: Any) -> Any:
+    """Fraction of rows whose largest output is at the label's index (a 0-dim tensor).
+
+    >>> import torch
+    >>> float(accuracy(torch.tensor([[0.1, 0.9], [0.8, 0.2]]), torch.tensor([1, 1])))
+    0.5
+    """
+    return (output.argmax(dim=-1) == label).float().mean()
+
+
+def _inputs(inputs: Any) -> tuple[tuple[str, InputType], ...]:
+    if isinstance(inputs, Mapping):
+        pairs = list(inputs.items())
+    elif isinstance(inputs, Sequence) and not isinstance(inputs, (str, bytes)):
+        pairs = list(inputs)
+    else:
+        raise TypeError(
+            f"`inputs` must be a dict name -> feedline.data_type input type, got {inputs!r}"
+        )
+    if not pairs:
+        raise ValueError("`inputs` must declare at least one input, got none")
+    out = []
+    for entry in pairs:
+        if not (isinstance(entry, (tuple, list)) and len(entry) == 2):
+            raise TypeError(f"`inputs` entries must be (name, type) pairs, got {entry!r}")
+        name, tp = entry
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"input names must be non-empty str, got {name!r}")
+        if not isinstance(tp, InputType):
+            raise TypeError(
+                f"the type of input {name!r} must be a feedline.data_type input type, got {tp!r}"
+            )
+        out.append((name, tp))
+    names = [n for n, _ in out]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise ValueError(f"`inputs` declares {', '.join(map(repr, sorted(dup)))} twice")
+    return tuple(out)
+
+
+class Network:
+    """A model factory plus its inputs and optimization settings; see the module docstring.
+
+    Made by :func:`network`; all settings are keyword-only and validated here.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        inputs: Any,
+        label: str | None | type = ...,  # type: ignore[assignment]
+        cost: str | Callable | None | type = ...,  # type: ignore[assignment]
+        metrics: Mapping[str, Callable] | None = None,
+        learning_rate: float = 1e-3,
+        learning_method: Optimizer | None = None,
+        batch_size: int | None = None,
+        model_average: ModelAverage | None = None,
+        regularization: L2Regularization | None = None,
+        gradient_clipping_threshold: float | None = None,
+        max_grad_norm: float | None = None,
+    ) -> None:
+        self.inputs = _inputs(inputs)
+        types = dict(self.inputs)
+        if label is ...:
+            label = "label" if "label" in types else None
+        if label is not None and label not in types:
+            raise ValueError(
+                f"`label` must name one of the inputs ({', '.join(map(repr, types))}), got {label!r}"
+            )
+        self.label: str | None = label
+        if cost is ...:
+            if label is None:
+                cost = None
+            elif types[label].kind == INTEGER and not types[label].is_sequence:
+                cost = "classification"
+            elif types[label].kind == DENSE and not types[label].is_sequence:
+                cost = "regression"
+            else:
+                raise ValueError(
+                    f"`cost` must be given for a label of type {types[label]!r}: "
+                    "'classification', 'regression' or a callable cost(output, label)"
+                )
+        if isinstance(cost, str):
+            if cost not in _COSTS:
+                raise ValueError(
+                    f"`cost` must be 'classification', 'regression', a callable or None, got {cost!r}"
+                )
+            if label is None:
+                raise ValueError(f"`cost={cost!r}` needs a `label` input, got label=None")
+        elif cost is not None and not callable(cost):
+            raise TypeError(f"`cost` must be a str, a callable or None, got {cost!r}")
+        self.cost = cost
+        user_metrics = dict(metrics or {})
+        for name, fn in user_metrics.items():
+            if not isinstance(name, str) or not callable(fn):
+                raise TypeError(f"`metrics` must map names to callables, got {name!r}: {fn!r}")
+        if cost == "classification":
+            user_metrics = {"accuracy": accuracy, **user_metrics}
+        self.metrics: dict[str, Callable] = user_metrics
+        self.learning_rate = check_float("learning_rate", learning_rate, low_open=True)
+        if learning_method is None:
+            learning_method = AdamOptimizer()
+        if not isinstance(learning_method, Optimizer):
+            raise TypeError(
+                "`learning_method` must be a feedline.train optimizer (SGD, Momentum, "
+                f"AdamOptimizer), got {learning_method!r}"
+            )
+        self.learning_method = learning_method
+        self.batch_size = optional_positive_int("batch_size", batch_size)
+        if model_average is not None and not isinstance(model_average, ModelAverage):
+            raise TypeError(f"`model_average` must be a ModelAverage or None, got {model_average!r}")
+        self.model_average = model_average
+        if regularization is not None and not isinstance(regularization, L2Regularization):
+            raise TypeError(
+                f"`regularization` must be an L2Regularization or None, got {regularization!r}"
+            )
+        self.regularization = regularization
+        self.gradient_clipping_threshold = (
+            None if gradient_clipping_threshold is None
+            else check_float("gradient_clipping_threshold", gradient_clipping_threshold, low_open=True)
+        )
+        self.max_grad_norm = (
+            None if max_grad_norm is None else check_float("max_grad_norm", max_grad_norm, low_open=True)
+        )
+        self._model = model
+        self._by_reference = False
+        if callable(model) and not _is_module(model):
+            self.__module__ = getattr(model, "__module__", __name__)
+            self.__qualname__ = getattr(model, "__qualname__", type(model).__name__)
+            self.__name__ = getattr(model, "__name__", self.__qualname__)
+            self.__doc__ = getattr(model, "__doc__", None)
+            self._by_reference = True
+        elif not _is_module(model):
+            raise TypeError(
+                f"`network` wraps a function returning a torch.nn.Module or a module, got {model!r}"
+            )
+
+    # ------------------------------------------------------------------ pickling
+    def __reduce__(self) -> Any:
+        # A decorated module-level function is replaced by its Network: pickle it as a
+        # reference to that name, so worker processes rebuild the same object.
+        if self._by_reference and self._is_module_attribute():
+            return self.__qualname__
+        return (_rebuild, (self._model, self.settings()))
+
+    def _is_module_attribute(self) -> bool:
+        import sys
+
+        obj: Any = sys.modules.get(self.__module__)
+        for part in self.__qualname__.split("."):
+            obj = getattr(obj, part, None)
+        return obj is self
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments this network was made with."""
+        return {
+            "inputs": self.inputs, "label": self.label, "cost": self.cost,
+            "metrics": {k: v for k, v in self.metrics.items()
+                        if not (k == "accuracy" and v is accuracy)},
+            "learning_rate": self.learning_rate, "learning_method": self.learning_method,
+            "batch_size": self.batch_size, "model_average": self.model_average,
+            "regularization": self.regularization,
+            "gradient_clipping_threshold": self.gradient_clipping_threshold,
+            "max_grad_norm": self.max_grad_norm,
+        }
+
+    # ------------------------------------------------------------------ use
+    @property
+    def input_types(self) -> dict[str, InputType]:
+        """``{name: type}`` in declaration order."""
+        return dict(self.inputs)
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """The inputs passed to the model, in declaration order (all but ``label``)."""
+        return tuple(n for n, _ in self.inputs if n != self.label)
+
+    def create_model(self) -> Any:
+        """A new model from the wrapped function (or the wrapped module itself).
+
+        The function gets, as keyword arguments, the input types whose names it takes
+        (or all of them with ``**kwargs``).
+        """
+        if _is_module(self._model):
+            return self._model
+        fn = self._model
+        kwargs = {}
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        types = self.input_types
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            kwargs = dict(types)
+        else:
+            kwargs = {n: types[n] for n in params if n in types}
+        model = fn(**kwargs)
+        if not _is_module(model):
+            raise TypeError(
+                f"the network function {self.__qualname__} must return a torch.nn.Module, "
+                f"got {type(model).__name__}"
+            )
+        return model
+
+    def data_feeder(self, feeding: Any = None) -> Any:
+        """A :class:`~feedline.feeder.DataFeeder` for the inputs and ``feeding``.
+
+        A feeding map that does not match the inputs raises ``ValueError`` naming the
+        input.
+        """
+        from feedline.feeder import DataFeeder
+
+        try:
+            return DataFeeder(list(self.inputs), feeding)
+        except ValueError as exc:
+            raise ValueError(f"the feeding map does not match the network's inputs: {exc}") from exc
+
+    def forward(self, model: Any, inputs: Mapping[str, Any]) -> Any:
+        """``model(*features)`` for a fed batch ``inputs``."""
+        return model(*[inputs[n] for n in self.feature_names])
+
+    def compute_cost(self, output: Any, inputs: Mapping[str, Any]) -> Any:
+        """The scalar cost tensor of a batch."""
+        import torch.nn.functional as F
+
+        label = None if self.label is None else inputs[self.label]
+        if self.cost is None:
+            cost = output
+        elif self.cost == "classification":
+            cost = F.cross_entropy(output, label)
+        elif self.cost == "regression":
+            if label.numel() == output.numel():
+                label = label.reshape(output.shape)
+            cost = F.mse_loss(output, label)
+        else:
+            cost = self.cost(output, label)
+        if getattr(cost, "dim", None) is None or cost.dim() != 0:
+            raise ValueError(
+                "the cost must be a scalar tensor (0 dimensions), got "
+                f"{getattr(cost, 'shape', type(cost).__name__)}"
+            )
+        return cost
+
+    def compute_metrics(self, output: Any, inputs: Mapping[str, Any]) -> dict[str, float]:
+        """``{name: float}`` batch means of :attr:`metrics`."""
+        label = None if self.label is None else inputs[self.label]
+        out = {}
+        for name, fn in self.metrics.items():
+            value = fn(output, label)
+            out[name] = float(value.item() if hasattr(value, "item") else value)
+        return out
+
+    def __repr__(self) -> str:
+        inputs = ", ".join(f"{n}={t!r}" for n, t in self.inputs)
+        name = self.__qualname__ if self._by_reference else type(self._model).__name__
+        return f"Network({name}, inputs=({inputs}), label={self.label!r})"
+
+
+def _is_module(obj: Any) -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(obj, torch.nn.Module)
+
+
+def _rebuild(model: Any, settings: dict[str, Any]) -> Network:
+    return Network(model, **settings)
+
+
+def network(
+    *,
+    inputs: Any,
+    label: str | None | type = ...,  # type: ignore[assignment]
+    cost: str | Callable | None | type = ...,  # type: ignore[assignment]
+    metrics: Mapping[str, Callable] | None = None,
+    learning_rate: float = 1e-3,
+    learning_method: Optimizer | None = None,
+    batch_size: int | None = None,
+    model_average: ModelAverage | None = None,
+    regularization: L2Regularization | None = None,
+    gradient_clipping_threshold: float | None = None,
+    max_grad_norm: float | None = None,
+) -> Callable[[Any], Network]:
+    """Decorator: ``@network(inputs=..., ...)`` over a model function -> :class:`Network`.
+
+    ``inputs``: ``{name: feedline.data_type type}`` (or ``(name, type)`` pairs), in the
+    order the samples' columns are fed by default. ``learning_rate`` > 0 and
+    ``learning_method`` (default :class:`AdamOptimizer`) make the optimizer;
+    ``regularization``: :class:`L2Regularization`; ``model_average``:
+    :class:`ModelAverage`; ``gradient_clipping_threshold``: clip every gradient element
+    to ``[-t, t]`` (PaddlePaddle's meaning); ``max_grad_norm``: scale the gradients so
+    their global L2 norm is at most this; ``batch_size``: the default batch size of
+    trainers built from this network. ``label``, ``cost`` and ``metrics``: see the
+    module docstring. Calling it on a ``torch.nn.Module`` instance works too:
+    ``network(inputs=...)(module)``.
+    """
+    settings = dict(
+        inputs=inputs, label=label, cost=cost, metrics=metrics, learning_rate=learning_rate,
+        learning_method=learning_method, batch_size=batch_size, model_average=model_average,
+        regularization=regularization, gradient_clipping_threshold=gradient_clipping_threshold,
+        max_grad_norm=max_grad_norm,
+    )
+    Network(_Probe(), **settings)  # validate now, at decoration time
+
+    def wrap(model: Any) -> Network:
+        return Network(model, **settings)
+
+    return wrap
+
+
+class _Probe:
+    """Stands in for the model while the settings are validated."""
+
+    __qualname__ = "probe"
+
+    def __call__(self) -> None:  # pragma: no cover - never called
+        return None

@@ -1,0 +1,346 @@
+"""The training engine: a :class:`Runner` drives a chain of :class:`RunnerItem` s.
+
+A runner knows nothing about models, data or optimizers. It calls six hooks, and every
+behaviour — creating the model, feeding batches, the forward/backward pass, counting,
+testing, checkpointing, logging — is an item that implements some of them.
+
+**The chain.** Items are called in the order they were added; the *first* item added is
+the *outermost*. Each hook receives the next item's hook as ``next_callback`` and decides
+what to do before and after calling it (and whether to call it at all)::
+
+    item0.on_batch_begin(next0)          # runs first
+      -> item1.on_batch_begin(next1)     # runs when item0 calls next0()
+        -> item2.on_batch_begin(end)     # the innermost; end() returns False
+
+So code an item runs *before* ``next_callback()`` sees the outer items' work done and the
+inner items' not yet; code *after* it sees every inner item's work done. The standard
+items follow one convention: producers (the data provider, the train ops) act before
+calling ``next_callback``, observers (counters' increments, events, logs, checkpoints)
+act after it returns.
+
+Hooks and their signatures:
+
+======================================  =============================================
+``initialize(context, next_callback)``  once, on ``with runner:``; ``next_callback(context)``
+``finalize(next_callback)``             once, when the ``with`` block exits
+``on_pass_begin(next_callback)``        at the start of every pass
+``on_batch_begin(next_callback)``       before each batch; returns *no more data*
+``on_batch_end(next_callback)``         after each batch; returns *no more data*
+``on_pass_end(next_callback)``          at the end of every pass
+======================================  =============================================
+
+**A pass** (:meth:`Runner.run_one_pass`) calls ``on_pass_begin``, then repeatedly
+``on_batch_begin`` and ``on_batch_end`` until one of them returns ``True`` ("no more
+data": the data provider at the end of its data, or any item that wants the pass to
+stop), then ``on_pass_end``. When ``on_batch_begin`` returns ``True``, ``on_batch_end``
+is not called for that (non-existent) batch. An item stops the whole job, not just the
+pass, by setting ``context.stop_training = True``; :meth:`Runner.run` checks it after
+every pass.
+
+Every item sees the same :class:`RunnerContext` (also set as ``item.context`` before
+``initialize`` runs).
+
+>>> class Numbers(RunnerItem):
+...     def __init__(self, n):
+...         self.n = n
+...     def on_pass_begin(self, next_callback):
+...         self.context.i = 0
+...         next_callback()
+...     def on_batch_begin(self, next_callback):
+...         if self.context.i >= self.n:
+...             return True                      # no more data
+...         self.context.value = self.context.i
+...         return next_callback()
+...     def on_batch_end(self, next_callback):
+...         stop = next_callback()
+...         self.context.i += 1
+...         return stop
+>>> class Printer(RunnerItem):
+...     def on_batch_begin(self, next_callback):
+...         print("batch", self.context.value)
+...         return next_callback()
+>>> runner = Runner([Numbers(2), Printer()])
+>>> with runner:
+...     runner.run_one_pass()
+batch 0
+batch 1
+2
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from types import SimpleNamespace
+from typing import Any
+
+from feedline._validate import non_negative_int
+from feedline.exceptions import CheckpointError
+
+__all__ = ["Runner", "RunnerItem", "RunnerContext"]
+
+_HOOKS = ("on_pass_begin", "on_pass_end", "on_batch_begin", "on_batch_end", "finalize")
+
+
+class RunnerContext(SimpleNamespace):
+    """The state shared by the items of one runner: a plain namespace.
+
+    Items read and write attributes. The standard items use these fields (an attribute
+    is absent until the item that sets it has run):
+
+    ====================  =========================  ===============================================================================
+    field                 set by                     meaning
+    ====================  =========================  ===============================================================================
+    ``runner``            :class:`Runner`            the runner that owns this context
+    ``parent``            :class:`Runner`            the parent runner's context (a tester's runner inside a trainer), else ``None``
+    ``stop_training``     :class:`Runner`, any item  ``True`` ends :meth:`Runner.run` after the current pass (early stopping)
+    ``network``           ``CreateModel``            the :class:`~feedline.train.Network`
+    ``device``            ``CreateModel``            the ``torch.device`` the model is on
+    ``module``            ``CreateModel``            the bare ``torch.nn.Module``
+    ``model``             ``CreateModel``            what forward calls: ``module``, or its ``DistributedDataParallel`` wrapper
+    ``rank``              ``CreateModel``            this process's rank (0 when local)
+    ``world_size``        ``CreateModel``            number of processes (1 when local)
+    ``updater``           ``LocalUpdater``           the updater (optimizer, model average)
+    ``optimizer``         ``LocalUpdater``           the ``torch.optim.Optimizer``
+    ``pass_id``           ``Counter``                0-based index of the current pass
+    ``batch_id``          ``Counter``                0-based index of the batch in the pass
+    ``global_step``       ``Counter``                batches finished over all passes
+    ``samples_seen``      ``Counter``                samples of those batches (this rank)
+    ``batch``             ``DataProvider``           the current batch as read (samples)
+    ``inputs``            ``DataProvider``           ``{input name: tensor}`` of the batch
+    ``batch_size``        ``DataProvider``           number of samples in the batch
+    ``batches_per_pass``  ``DataProvider``           batches in a pass when known, else ``None``
+    ``output``            ``TrainOps``/``TestOps``   the model's output for the batch
+    ``cost``              ``TrainOps``               the batch's mean cost (float)
+    ``metrics``           ``TrainOps``               ``{name: value}`` of the batch
+    ``pass_cost``         ``TrainOps``               sample-weighted mean cost of the pass
+    ``pass_metrics``      ``TrainOps``               sample-weighted mean metrics of the pass
+    ``test_result``       ``TestOnPassEnd``          the last :class:`~feedline.train.TestResult`
+    ====================  =========================  ===============================================================================
+    """
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(k for k in vars(self) if k != "runner"))
+        return f"RunnerContext({names})"
+
+
+class RunnerItem:
+    """One link of a runner's chain; every hook defaults to passing straight through.
+
+    Override the hooks you need and call ``next_callback`` exactly once in each (or not
+    at all, to cut the chain short). ``self.context`` is the runner's
+    :class:`RunnerContext`, set before ``initialize`` runs.
+
+    An item whose progress must survive a checkpoint sets the class attribute
+    ``state_key`` (the name of its entry in the checkpoint) and implements
+    ``state_dict()`` (returning a picklable dict of tensors, numbers, strings, lists,
+    dicts) and ``load_state_dict(state)``.
+    """
+
+    #: Name of this item's entry in a checkpoint; ``None``: the item has no state.
+    state_key: str | None = None
+
+    context: RunnerContext
+
+    def initialize(self, context: RunnerContext, next_callback: Callable[[RunnerContext], None]) -> None:
+        next_callback(context)
+
+    def finalize(self, next_callback: Callable[[], None]) -> None:
+        next_callback()
+
+    def on_pass_begin(self, next_callback: Callable[[], None]) -> None:
+        next_callback()
+
+    def on_pass_end(self, next_callback: Callable[[], None]) -> None:
+        next_callback()
+
+    def on_batch_begin(self, next_callback: Callable[[], bool]) -> bool:
+        return next_callback()
+
+    def on_batch_end(self, next_callback: Callable[[], bool]) -> bool:
+        return next_callback()
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """This item's checkpointable state (``None`` for items without ``state_key``)."""
+        return None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def _end_initialize(context: RunnerContext) -> None:
+    return None
+
+
+def _end() -> bool:
+    return False
+
+
+class Runner:
+    """Runs passes over a chain of items; see the module docstring.
+
+    ``items``: initial items (first = outermost); more can be added with
+    :meth:`add_item` until the runner is initialized. ``context``: the context to use
+    (a fresh :class:`RunnerContext` by default).
+
+    Use ``with runner:`` (or :meth:`initialize` / :meth:`finalize`) around
+    :meth:`run_one_pass` and :meth:`run`.
+    """
+
+    def __init__(self, items: Iterable[RunnerItem] = (), *, context: RunnerContext | None = None) -> None:
+        self._items: list[RunnerItem] = []
+        self._initialized = False
+        self._calls: dict[str, Callable] = {}
+        self.context = context if context is not None else RunnerContext()
+        self.context.runner = self
+        for item in items:
+            self.add_item(item)
+
+    @property
+    def items(self) -> tuple[RunnerItem, ...]:
+        """The items, outermost first."""
+        return tuple(self._items)
+
+    @property
+    def initialized(self) -> bool:
+        """True between :meth:`initialize` and :meth:`finalize`."""
+        return self._initialized
+
+    def add_item(self, item: RunnerItem) -> Runner:
+        """Append ``item`` as the new innermost item; returns the runner."""
+        if self._initialized:
+            raise RuntimeError("items cannot be added to a runner that is already initialized")
+        if not isinstance(item, RunnerItem):
+            raise TypeError(f"`item` must be a RunnerItem, got {type(item).__name__} {item!r}")
+        self._items.append(item)
+        return self
+
+    def find(self, kind: type) -> RunnerItem | None:
+        """The first (outermost) item that is an instance of ``kind``, or ``None``."""
+        for item in self._items:
+            if isinstance(item, kind):
+                return item
+        return None
+
+    # ------------------------------------------------------------------ lifecycle
+    def initialize(self, parent: RunnerContext | None = None) -> None:
+        """Build the chain and call every item's ``initialize``.
+
+        ``parent``: the context of an enclosing runner, stored as ``context.parent``.
+        """
+        if self._initialized:
+            raise RuntimeError("the runner is already initialized")
+        if not self._items:
+            raise RuntimeError("a runner needs at least one item")
+        keys: dict[str, RunnerItem] = {}
+        for item in self._items:
+            key = item.state_key
+            if key is not None:
+                if key in keys:
+                    raise ValueError(
+                        f"two items have the checkpoint key {key!r}: {keys[key]!r} and {item!r}"
+                    )
+                keys[key] = item
+        ctx = self.context
+        ctx.parent = parent
+        ctx.stop_training = False
+        for item in self._items:
+            item.context = ctx
+        init: Callable = _end_initialize
+        calls = {name: _end for name in _HOOKS}
+        for item in reversed(self._items):
+            init = functools.partial(item.initialize, next_callback=init)
+            for name in _HOOKS:
+                calls[name] = functools.partial(getattr(item, name), calls[name])
+        self._calls = calls
+        init(ctx)
+        self._initialized = True
+
+    def finalize(self) -> None:
+        """Call every item's ``finalize`` (outermost first); idempotent."""
+        if not self._initialized:
+            return
+        self._initialized = False
+        self._calls["finalize"]()
+
+    def __enter__(self) -> Runner:
+        self.initialize()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.finalize()
+
+    def _check(self) -> None:
+        if not self._initialized:
+            raise RuntimeError("the runner is not initialized: use `with runner:` around passes")
+
+    # ------------------------------------------------------------------ running
+    def run_one_pass(self) -> int:
+        """Run one pass; return the number of batches whose ``on_batch_end`` ran."""
+        self._check()
+        calls = self._calls
+        calls["on_pass_begin"]()
+        batches = 0
+        while True:
+            if calls["on_batch_begin"]():
+                break
+            batches += 1
+            if calls["on_batch_end"]():
+                break
+        calls["on_pass_end"]()
+        return batches
+
+    def run(self, num_passes: int) -> int:
+        """Run passes until the job has done ``num_passes`` or an item set
+        ``context.stop_training``; return the number of passes run now.
+
+        With a ``Counter`` item, ``num_passes`` counts from pass 0 of the job, so a
+        runner restored from a checkpoint taken in pass ``p`` runs passes ``p`` ..
+        ``num_passes - 1`` (finishing pass ``p`` first); without one, it runs
+        ``num_passes`` passes.
+        """
+        non_negative_int("num_passes", num_passes)
+        self._check()
+        ran = 0
+        while not self.context.stop_training:
+            done = getattr(self.context, "pass_id", ran)
+            if done >= num_passes:
+                break
+            self.run_one_pass()
+            ran += 1
+        return ran
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """``{state_key: item.state_dict()}`` for every item with a ``state_key``."""
+        return {
+            item.state_key: item.state_dict() for item in self._items if item.state_key is not None
+        }
+
+    def load_state_dict(self, state: dict[str, Any], *, strict: bool = True) -> None:
+        """Give each item its entry of ``state``.
+
+        Raises :class:`~feedline.exceptions.CheckpointError` naming the items whose
+        entry is missing and (with ``strict``) the entries no item claims.
+        """
+        if not isinstance(state, dict):
+            raise CheckpointError(f"runner state must be a dict, got {type(state).__name__}")
+        mine = {item.state_key: item for item in self._items if item.state_key is not None}
+        missing = [k for k in mine if k not in state]
+        unknown = [k for k in state if k not in mine]
+        problems = []
+        if missing:
+            problems.append(
+                "no state for " + ", ".join(f"{k!r} ({type(mine[k]).__name__})" for k in missing)
+            )
+        if unknown and strict:
+            problems.append("state for items this runner lacks: " + ", ".join(map(repr, unknown)))
+        if problems:
+            raise CheckpointError(
+                "the checkpoint was made by a different runner: " + "; ".join(problems)
+            )
+        for key, item in mine.items():
+            item.load_state_dict(state[key])

@@ -1,0 +1,232 @@
+"""PaddlePaddle v2's ``train``/``test`` API, built on the runner.
+
+:func:`train` is the one-call form::
+
+    result = feedline.train.train(
+        reader=feedline.batch(train_reader, 32),   # yields batches (lists of samples)
+        num_passes=5,
+        event_handler=handler,                     # gets BeginPass, EndIteration, ...
+        feeding={"pixel": 0, "label": 1},
+        network=digits,                            # a @network
+        test_reader=feedline.batch(test_reader, 256),
+    )
+
+It builds a :class:`Trainer` and calls :meth:`Trainer.train`, which assembles a runner
+with :class:`~feedline.train.RunnerBuilder` — the same items as every other runner — and
+runs it. A :class:`Trainer` keeps its model and optimizer between calls, like v2's
+``paddle.trainer.SGD``: train again to continue, :meth:`Trainer.test` to evaluate,
+:meth:`Trainer.save_params` to export.
+
+>>> import numpy as np, torch
+>>> from feedline import Dataset, data_type
+>>> from feedline.train import network, SGD, EndPass
+>>> xs = np.linspace(-1, 1, 32, dtype=np.float32).reshape(-1, 1)
+>>> net = network(inputs={"x": data_type.dense_vector(1), "y": data_type.dense_vector(1)},
+...               label="y", learning_rate=0.5, learning_method=SGD())(torch.nn.Linear(1, 1))
+>>> def show(event):
+...     if isinstance(event, EndPass) and event.pass_id == 9:
+...         print(f"pass {event.pass_id}: cost {event.cost:.4f}")
+>>> result = train(Dataset.from_arrays(xs, 2 * xs + 1), num_passes=10, event_handler=show,
+...                network=net, batch_size=8, seed=0)
+pass 9: cost 0.0000
+>>> round(result.trainer.test(Dataset.from_arrays(xs, 2 * xs + 1), batch_size=32).cost, 6)
+0.0
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from feedline.train.builder import RunnerBuilder, TrainResult, summarize
+from feedline.train.checkpoint import load_params
+from feedline.train.checkpoint import save_params as _save_params
+from feedline.train.events import TestResult
+from feedline.train.items import CreateModel, LocalUpdater
+from feedline.train.items.create_model import resolve_device
+from feedline.train.network import Network
+
+__all__ = ["Trainer", "train", "test"]
+
+
+class Trainer:
+    """Trains and tests one model of ``network``; see the module docstring.
+
+    ``device``: where the model runs (default: CUDA if available, else the CPU);
+    ``seed``: seeds the model's initial parameters.
+    """
+
+    def __init__(self, network: Network, *, device: Any = None, seed: int | None = None) -> None:
+        if not isinstance(network, Network):
+            raise TypeError(f"`network` must be a feedline.train.Network, got {network!r}")
+        self.network = network
+        self.device = device
+        self.seed = seed
+        self.module: Any = None
+        self.updater = LocalUpdater()
+
+    def _model(self) -> Any:
+        if self.module is None:
+            maker = CreateModel(self.network, device=self.device, seed=self.seed)
+            self.module = maker._build().to(resolve_device(self.device))
+        return self.module
+
+    @property
+    def model(self) -> Any:
+        """The ``torch.nn.Module`` being trained (built on first use)."""
+        return self._model()
+
+    def train(
+        self,
+        reader: Any,
+        num_passes: int = 1,
+        event_handler: Callable[[Any], Any] | None = None,
+        feeding: Any = None,
+        *,
+        batch_size: int | None = None,
+        test_reader: Any = None,
+        test_feeding: Any = None,
+        test_batch_size: int | None = None,
+        checkpoint_dir: str | os.PathLike | None = None,
+        checkpoint_every_n_batches: int | None = None,
+        keep_checkpoints: int | None = 2,
+        resume: bool | str | os.PathLike = False,
+        progress: bool | dict = False,
+        log_dir: str | os.PathLike | None = None,
+        tensorboard: bool = False,
+        early_stopping: dict | None = None,
+        save_params_dir: str | os.PathLike | None = None,
+        prefetch: int = 0,
+        device_count: int = 1,
+    ) -> TrainResult:
+        """Train for ``num_passes`` passes over ``reader``; return a :class:`TrainResult`.
+
+        ``reader``: a Dataset or reader yielding batches, or samples when ``batch_size``
+        (or the network's) is set. ``event_handler(event)``: see
+        :mod:`feedline.train.events`. ``feeding``: the feeding map. ``test_reader``:
+        test after every pass (``TestResult`` event, ``EndPass.test``);
+        ``test_feeding`` defaults to ``feeding``. ``checkpoint_dir``: checkpoint after
+        every pass (and every ``checkpoint_every_n_batches`` batches), keeping
+        ``keep_checkpoints`` files; ``resume``: ``True``/``"latest"`` for the newest
+        checkpoint there, or a path. ``progress``: a progress bar (``True`` or
+        :class:`~feedline.train.items.Progress` options). ``log_dir``: CSV logs
+        (``tensorboard`` too). ``early_stopping``: :class:`~feedline.train.items.EarlyStopping`
+        options, e.g. ``{"monitor": "test.cost", "patience": 2}``.
+        ``save_params_dir``: a params export after every pass. ``prefetch``: feed
+        batches ahead in a thread. ``device_count > 1``: data parallel over that many
+        processes (everything passed must pickle; the handler runs in rank 0's process,
+        and this trainer's model receives the final parameters).
+        """
+        builder = RunnerBuilder(self.network, device=self.device, seed=self.seed,
+                                device_count=device_count)
+        builder.with_std_local_trainer(reader, feeding=feeding, batch_size=batch_size,
+                                       prefetch=prefetch)
+        if test_reader is not None:
+            builder.with_std_tester(test_reader,
+                                    feeding=feeding if test_feeding is None else test_feeding,
+                                    batch_size=batch_size if test_batch_size is None else test_batch_size)
+        if event_handler is not None:
+            builder.with_event_handler(event_handler)
+        if checkpoint_dir is not None:
+            if resume is True:
+                resume = "latest"
+            builder.with_checkpoints(checkpoint_dir, every_n_batches=checkpoint_every_n_batches,
+                                     keep=keep_checkpoints, resume=resume or None)
+        elif resume:
+            if resume is True or resume == "latest":
+                raise ValueError("`resume=True` needs `checkpoint_dir` to look in")
+            builder.with_checkpoints(os.path.dirname(os.fspath(resume)) or ".", every_n_passes=None,
+                                     resume=resume)
+        if progress:
+            builder.with_progress(**(progress if isinstance(progress, dict) else {}))
+        if log_dir is not None:
+            builder.with_metrics_logger(log_dir, tensorboard=tensorboard)
+        if early_stopping is not None:
+            builder.with_early_stopping(**early_stopping)
+        if save_params_dir is not None:
+            builder.with_save_params(save_params_dir)
+        if device_count > 1:
+            result = builder.run(num_passes)
+            self._model().load_state_dict(result.params)
+            result.trainer = self
+            return result
+        runner = builder.build(module=self.module, updater=self.updater)
+        with runner:
+            self.module = runner.context.module
+            runner.run(num_passes)
+            result = summarize(runner)
+        result.trainer = self
+        return result
+
+    def test(self, reader: Any, feeding: Any = None, *, batch_size: int | None = None) -> TestResult:
+        """Evaluate the model (with the model average swapped in, when there is one) on
+        ``reader``; return a :class:`~feedline.train.TestResult` (``pass_id`` ``None``)."""
+        trained = self.updater.optimizer is not None
+        runner = RunnerBuilder(self.network, device=self.device, seed=self.seed) \
+            .with_std_tester(reader, feeding=feeding, batch_size=batch_size) \
+            .build(module=self._model(), updater=self.updater if trained else None)
+        with runner:
+            runner.run_one_pass()
+            return runner.context.test_result
+
+    def save_params(self, path: str | os.PathLike, *, averaged: bool = True) -> None:
+        """Export the parameters for inference (the averaged ones when ``averaged`` and
+        the network uses a model average)."""
+        module = self._model()
+        apply = averaged and self.updater.average is not None
+        if apply:
+            self.updater.apply()
+        try:
+            _save_params(path, module)
+        finally:
+            if apply:
+                self.updater.restore()
+
+    def load_params(self, path: str | os.PathLike) -> None:
+        """Load a params export or checkpoint's parameters into the model."""
+        load_params(path, self._model())
+
+
+def train(
+    reader: Any,
+    num_passes: int = 1,
+    event_handler: Callable[[Any], Any] | None = None,
+    feeding: Any = None,
+    *,
+    network: Network,
+    device: Any = None,
+    seed: int | None = None,
+    **options: Any,
+) -> TrainResult:
+    """``Trainer(network, device=, seed=).train(reader, num_passes, event_handler,
+    feeding, **options)``; the result's ``trainer`` is that trainer."""
+    return Trainer(network, device=device, seed=seed).train(
+        reader, num_passes, event_handler, feeding, **options
+    )
+
+
+def test(
+    reader: Any,
+    feeding: Any = None,
+    *,
+    network: Network | None = None,
+    trainer: Trainer | None = None,
+    params: str | os.PathLike | None = None,
+    batch_size: int | None = None,
+    device: Any = None,
+) -> TestResult:
+    """Evaluate on ``reader``: ``trainer``'s model, or a new model of ``network`` with the
+    parameters of ``params`` (a params export or a checkpoint)."""
+    if trainer is None:
+        if network is None:
+            raise TypeError("test() needs `trainer` or `network`")
+        trainer = Trainer(network, device=device)
+        if params is not None:
+            trainer.load_params(params)
+    elif params is not None:
+        trainer.load_params(params)
+    return trainer.test(reader, feeding, batch_size=batch_size)
+
+
+test.__test__ = False  # not a pytest test function
