@@ -111,12 +111,25 @@ class Dataset(Generic[T]):
         return "Dataset(" + " <- ".join(chain) + ")"
 
     # ------------------------------------------------------------------ iterating
-    def iterator(self, state: dict | None = None, *, stats: Any = None) -> PipelineIterator[T]:
+    def iterator(self, state: dict | None = None, *, epoch: int | None = None,
+                 stats: Any = None) -> PipelineIterator[T]:
         """Return a fresh iterator; with ``state`` (from ``get_state()``), resume there.
 
+        ``epoch``: run this iteration number (seeding ``shuffle``/``global_shuffle``)
+        instead of the next one; later iterations continue from ``epoch + 1``. A training
+        loop restarted in a new process passes its pass number here.
         ``stats``: a :class:`feedline.runtime.stats.PipelineStats` (or ``True`` for a new
         one) that records per-stage timing; read it with ``it.stats()``.
+
+        >>> ds = Dataset.range(5).global_shuffle(seed=1)
+        >>> _ = ds.to_list(); second = ds.to_list()
+        >>> list(Dataset.range(5).global_shuffle(seed=1).iterator(epoch=1)) == second
+        True
         """
+        if epoch is not None:
+            if state is not None:
+                raise ValueError("pass either `state` or `epoch`: a state carries its epoch")
+            self._iterations = non_negative_int("epoch", epoch)
         if stats is True:
             from feedline.runtime.stats import PipelineStats
 

@@ -73,17 +73,6 @@ def as_dataset(data: Any) -> Dataset:
     )
 
 
-def _iterator_for_epoch(ds: Dataset, epoch: int, stats: bool) -> Any:
-    """A fresh iterator of ``ds`` for iteration number ``epoch``.
-
-    A Dataset numbers its iterations itself (0, 1, ... per object); a runner restored in
-    a new process must read pass ``k`` as epoch ``k`` of its pipeline, so the counter is
-    set first. (To be replaced by a public ``Dataset.iterator(epoch=...)``.)
-    """
-    ds._iterations = epoch
-    return ds.iterator(stats=True) if stats else ds.iterator()
-
-
 class _Feed:
     """Pipeline stage: batch -> (batch, fed numpy values). Pickles with its feeder."""
 
@@ -194,7 +183,9 @@ class DataProvider(RunnerItem):
         if state is not None:
             self._it = self.pipeline.iterator(state, stats=True if self.stats else None)
         else:
-            self._it = _iterator_for_epoch(self.pipeline, self._epoch, self.stats)
+            # pass k reads epoch k of the pipeline, also in a runner restored elsewhere
+            self._it = self.pipeline.iterator(epoch=self._epoch,
+                                              stats=True if self.stats else None)
         self._epoch = self._it.epoch + 1
         self._count = 0
         self._resumed = state is not None
