@@ -341,3 +341,25 @@ def test_shuffle_resumes_exactly_from_any_point(n, size, seed, stop, stream):
     head = [next(it) for _ in range(min(stop, n))]
     state = json.loads(json.dumps(it.get_state()))
     assert head + list(ds.iterator(state)) == full
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 3000), nested=st.booleans(), arrays=st.booleans(),
+       epoch=st.integers(0, 3), seed=st.integers(0, 99))
+def test_fast_iteration_path_equals_indexing(n, nested, arrays, epoch, seed):
+    ds = Dataset.from_arrays(np.arange(n), -np.arange(n)) if arrays else Dataset.range(n)
+    ds = ds.global_shuffle(seed=seed).map(lambda x: x)
+    if nested:
+        ds = ds.global_shuffle(seed=seed + 1)
+    by_index = [ds[epoch * n + k] for k in range(n)]
+    it = ds.iterator(epoch=epoch)
+    norm = (lambda x: tuple(int(v) for v in x)) if arrays else int
+    assert [norm(x) for x in it] == [norm(x) for x in by_index]
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(1, 5000), seed=st.integers(0, 2**64 - 1))
+def test_scalar_and_vector_permutation_agree(n, seed):
+    p = IndexPermutation(n, seed)
+    ks = np.random.default_rng(seed % 1000).integers(0, n, size=min(n, 50))
+    assert [p[int(k)] for k in ks] == p.take(ks).tolist()

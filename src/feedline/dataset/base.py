@@ -401,9 +401,12 @@ class RandomAccessDataset(Dataset[T]):
     def _getitem(self, index: int) -> T:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _items_for(self, indices: Iterator[int], epoch: int) -> Iterator[T]:
-        """Items ``epoch*len + k`` for each ``k`` pulled from ``indices``, lazily, one index
-        per item. Subclasses may override it with a cheaper composition."""
+    def _items_for(self, indices: Iterator[int], epoch: int,
+                   start: int | None = 0) -> Iterator[T]:
+        """Items ``epoch*len + k`` for each ``k`` (in ``range(len)``) pulled from
+        ``indices``, lazily, exactly one index per item. ``start`` is the first index when
+        ``indices`` yields consecutive ``start, start + 1, ...``, or ``None`` when it yields
+        arbitrary indices. Subclasses override it with cheaper, C-level compositions."""
         base = epoch * len(self)
         if base == 0:
             return map(self._getitem, indices)
@@ -442,7 +445,7 @@ class IndexIterator(DatasetIterator[T]):
     def _open(self, start: int) -> None:
         self._start = start
         self._indices = iter(range(start, self._n))
-        self._items = self._ds._items_for(self._indices, self._epoch)
+        self._items = self._ds._items_for(self._indices, self._epoch, start)
 
     def __next__(self) -> T:
         return next(self._items)

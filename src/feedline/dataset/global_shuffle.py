@@ -15,6 +15,9 @@ True
 
 from __future__ import annotations
 
+import itertools
+import operator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -56,6 +59,24 @@ class GlobalShuffleDataset(RandomAccessDataset):
             self._chunk_start = -1
         return self._perm  # type: ignore[return-value]
 
+    def _chunks(self, epoch: int, start: int) -> Iterator[list[int]]:
+        perm = self._permutation(epoch)
+        n = self._n
+        first = start - start % _CHUNK
+        for lo in range(first, n, _CHUNK):
+            chunk = perm.take(np.arange(lo, min(lo + _CHUNK, n))).tolist()
+            yield chunk[start - lo:] if lo == first else chunk
+
+    def _items_for(self, indices: Iterator[int], epoch: int,
+                   start: int | None = 0) -> Iterator[Any]:
+        if start is None:  # arbitrary indices: one lookup each
+            return super()._items_for(indices, epoch, None)
+        # permuted positions computed a chunk at a time, kept in lockstep with `indices`
+        # (whose position is the iterator's state) by zip: C-level per item
+        permuted = itertools.chain.from_iterable(self._chunks(epoch, start))
+        synced = map(operator.itemgetter(1), zip(indices, permuted))
+        return self._parents[0]._items_for(synced, epoch, None)
+
     def _getitem(self, index: int) -> Any:
         n = self._n
         if n == 0:
@@ -64,8 +85,9 @@ class GlobalShuffleDataset(RandomAccessDataset):
         perm = self._permutation(epoch)
         start = k - k % _CHUNK
         if start != self._chunk_start:
-            stop = min(start + _CHUNK, n)
+            if start != self._chunk_start + _CHUNK:  # random access: just this index
+                return self._parents[0]._getitem(epoch * n + perm[k])
+            stop = min(start + _CHUNK, n)  # sequential access: the next chunk at once
             self._chunk = perm.take(np.arange(start, stop)).tolist()
             self._chunk_start = start
-        j = self._chunk[k - start]
-        return self._parents[0]._getitem(epoch * n + j)
+        return self._parents[0]._getitem(epoch * n + self._chunk[k - start])

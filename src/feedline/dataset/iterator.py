@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
+from feedline._closing import Closeable
 from feedline.exceptions import StateError
 
 __all__ = ["DatasetIterator", "check_state"]
@@ -45,8 +46,12 @@ __all__ = ["DatasetIterator", "check_state"]
 T = TypeVar("T")
 
 
-class DatasetIterator(Iterator[T]):
-    """Base class of stage iterators; see the module docstring for the contract."""
+class DatasetIterator(Closeable, Iterator[T]):
+    """Base class of stage iterators; see the module docstring for the contract.
+
+    ``close()``, the context manager and the finaliser come from
+    :class:`~feedline._closing.Closeable`.
+    """
 
     def __iter__(self) -> DatasetIterator[T]:
         return self
@@ -60,9 +65,6 @@ class DatasetIterator(Iterator[T]):
     def set_state(self, state: dict[str, Any]) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def close(self) -> None:
-        """Release resources; idempotent. The default has nothing to release."""
-
     def _fast(self) -> Iterator[T]:
         """An iterator yielding exactly what ``__next__`` would, sharing this iterator's
         position, but cheaper per item (often a C-level ``map``/``filter``/``islice``).
@@ -71,18 +73,6 @@ class DatasetIterator(Iterator[T]):
         ``set_state``. The default is ``self``.
         """
         return self
-
-    def __enter__(self) -> DatasetIterator[T]:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finaliser
-            pass
 
 
 def check_state(state: Any, kind: str, keys: tuple[str, ...]) -> dict[str, Any]:

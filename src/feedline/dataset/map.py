@@ -122,5 +122,5 @@ class RandomAccessMapDataset(RandomAccessDataset):
     def _getitem(self, index: int) -> Any:
         return self._fn(self._parents[0]._getitem(index))
 
-    def _items_for(self, indices: Iterator[int], epoch: int) -> Iterator[Any]:
-        return map(self._fn, self._parents[0]._items_for(indices, epoch))
+    def _items_for(self, indices: Iterator[int], epoch: int, start: int | None = 0) -> Iterator[Any]:
+        return map(self._fn, self._parents[0]._items_for(indices, epoch, start))

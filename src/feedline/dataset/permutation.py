@@ -26,6 +26,18 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = 0x9E3779B97F4A7C15
 
 
+_U64 = 2**64 - 1
+
+
+def _mix_int(x: int) -> int:
+    """:func:`_mix` on one Python int (64-bit wrap-around arithmetic)."""
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _U64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _U64
+    return x ^ (x >> 31)
+
+
 def _mix(x: np.ndarray) -> np.ndarray:
     x = x ^ (x >> np.uint64(30))
     x = x * _M1
@@ -46,9 +58,9 @@ class IndexPermutation:
         self._half = bits // 2
         self._mask = np.uint64((1 << self._half) - 1)
         seed = int(seed) & (2**64 - 1)
-        self._keys = [
-            np.uint64((seed * (r + 1) + _GOLDEN * (r + 7)) & (2**64 - 1)) for r in range(_ROUNDS)
-        ]
+        self._keys_int = [(seed * (r + 1) + _GOLDEN * (r + 7)) & _U64 for r in range(_ROUNDS)]
+        self._keys = [np.uint64(k) for k in self._keys_int]
+        self._mask_int = (1 << self._half) - 1
 
     def _feistel(self, x: np.ndarray) -> np.ndarray:
         half, mask = np.uint64(self._half), self._mask
@@ -71,7 +83,18 @@ class IndexPermutation:
         return x.astype(np.int64)
 
     def __getitem__(self, index: int) -> int:
-        return int(self.take([index])[0])
+        """The image of one index, in plain integer arithmetic (same result as ``take``)."""
+        if not 0 <= index < self.n:
+            raise IndexError(f"index {index} out of range for a permutation of {self.n}")
+        half, mask, keys = self._half, self._mask_int, self._keys_int
+        x = index
+        while True:
+            left, right = x >> half, x & mask
+            for key in keys:
+                left, right = right, left ^ (_mix_int(right ^ key) & mask)
+            x = (left << half) | right
+            if x < self.n:
+                return x
 
     def __len__(self) -> int:
         return self.n

@@ -18,6 +18,7 @@ state unless told ``deterministic=True`` — a one-shot generator can never resu
 from __future__ import annotations
 
 import builtins
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = [
     "from_random_access",
     "from_source",
     "SequenceDataset",
+    "ArraysDataset",
     "ReaderDataset",
     "SourceDataset",
 ]
@@ -58,21 +60,34 @@ class SequenceDataset(RandomAccessDataset):
     def _getitem(self, index: int) -> Any:
         return self._seq[index % self._len]
 
-    def _items_for(self, indices: Iterator[int], epoch: int) -> Iterator[Any]:
+    def _items_for(self, indices: Iterator[int], epoch: int, start: int | None = 0) -> Iterator[Any]:
         return map(self._seq.__getitem__, indices)  # k < len: no wrap needed
 
 
-class _ArraysSource:
-    __slots__ = ("arrays",)
+class ArraysDataset(RandomAccessDataset):
+    """Random access over several equal-length arrays: item ``i`` is the tuple of their
+    ``i``-th elements."""
 
     def __init__(self, arrays: tuple) -> None:
-        self.arrays = arrays
+        super().__init__()
+        self._arrays = arrays
+        self._len = len(arrays[0])
+
+    @property
+    def name(self) -> str:
+        return f"arrays[{self._len}]"
 
     def __len__(self) -> int:
-        return len(self.arrays[0])
+        return self._len
 
-    def __getitem__(self, i: int) -> tuple:
-        return tuple(a[i] for a in self.arrays)
+    def _getitem(self, index: int) -> tuple:
+        index %= self._len
+        return tuple([a[index] for a in self._arrays])
+
+    def _items_for(self, indices: Iterator[int], epoch: int, start: int | None = 0) -> Iterator[tuple]:
+        # one index stream shared by every array, all C-level: tee + map + zip
+        streams = itertools.tee(indices, len(self._arrays))
+        return zip(*[map(a.__getitem__, t) for a, t in zip(self._arrays, streams)])
 
 
 def from_arrays(*arrays: Sequence) -> RandomAccessDataset:
@@ -98,7 +113,7 @@ def from_arrays(*arrays: Sequence) -> RandomAccessDataset:
         raise ValueError(f"from_arrays: arrays must have the same length, got lengths {lengths}")
     if len(arrays) == 1:
         return SequenceDataset(arrays[0], name="arrays")
-    return SequenceDataset(_ArraysSource(arrays), name="arrays")
+    return ArraysDataset(arrays)
 
 
 def range_dataset(*args: int) -> RandomAccessDataset:
