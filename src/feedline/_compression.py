@@ -1,4 +1,9 @@
-"""Whole-file GZIP and ZLIB streams for the record and text readers and writers.
+"""Opening files for the record and text readers, and whole-file GZIP and ZLIB streams.
+
+:func:`open_reader` opens a local path or an fsspec URL (through
+:func:`feedline.io.fs.open_file`), detecting the compression from the first bytes on
+request; :func:`stream_size` measures an open file; :func:`local_path` guards the
+random-access classes, which need local files.
 
 Compression is named as TensorFlow names it: ``None`` (or ``""``) for none, ``"GZIP"``
 and ``"ZLIB"`` (case-insensitive); readers also accept ``"auto"``, which looks at the
@@ -25,9 +30,11 @@ from __future__ import annotations
 import io
 import os
 import zlib
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from feedline.exceptions import CorruptRecordError
+from feedline.io.fs import is_remote, open_file, strip_file_scheme
 
 __all__ = [
     "COMPRESSIONS",
@@ -36,6 +43,9 @@ __all__ = [
     "DecompressReader",
     "CompressWriter",
     "open_reader",
+    "stream_size",
+    "local_path",
+    "compression_property",
     "open_writer",
 ]
 
@@ -247,13 +257,84 @@ class CompressWriter(io.RawIOBase):
             super().close()
 
 
-def open_reader(path: str | os.PathLike, compression: str | None) -> Any:
-    """Open ``path`` for reading: an unbuffered ``FileIO`` when ``compression`` is
-    ``None``, else a :class:`DecompressReader`."""
-    raw = open(path, "rb", buffering=0)  # noqa: SIM115 - returned to the caller
-    if compression is None:
-        return raw
-    return DecompressReader(raw, compression, path=os.fspath(path))
+def open_reader(
+    path: str | os.PathLike,
+    compression: str | None,
+    *,
+    storage_options: dict | None = None,
+    detect: Callable[[BinaryIO], str | None] | None = None,
+) -> tuple[Any, str | None]:
+    """Open ``path`` for reading; return ``(stream, compression)``.
+
+    ``path`` is a local path or a URL (:func:`feedline.io.fs.open_file`, with
+    ``storage_options``). The stream is the binary file itself when ``compression`` is
+    ``None``, else a :class:`DecompressReader` over it. ``compression="auto"`` asks
+    ``detect`` (which reads the start of the raw file) and rewinds before reading, so
+    detecting costs no second open.
+    """
+    raw = open_file(path, "rb", storage_options=storage_options)
+    try:
+        if compression == "auto":
+            if detect is None:
+                raise ValueError("`compression='auto'` needs a `detect` function")
+            compression = detect(raw)
+            raw.seek(0)
+        if compression is None:
+            return raw, None
+        return DecompressReader(raw, compression, path=os.fspath(path)), compression
+    except BaseException:
+        raw.close()
+        raise
+
+
+def stream_size(f: Any) -> int:
+    """Size in bytes of the seekable binary file ``f`` (local or fsspec), leaving its
+    position where it was."""
+    here = f.tell()
+    end = f.seek(0, io.SEEK_END)
+    f.seek(here)
+    return end
+
+
+def compression_property(open_method: str) -> property:
+    """The ``compression`` property of a reader that opens its file lazily.
+
+    The reader keeps the compression it was given in ``_compression``; its method named
+    ``open_method`` opens the file and replaces ``"auto"`` there by what it found. The
+    property returns ``None``, ``"GZIP"`` or ``"ZLIB"``, opening the file only when it
+    must find out.
+    """
+
+    def compression(self: Any) -> str | None:
+        """The file's compression: ``None``, ``"GZIP"`` or ``"ZLIB"`` (with
+        ``compression="auto"``, finding it out opens the file)."""
+        if self._compression == "auto":
+            getattr(self, open_method)()
+        return self._compression
+
+    return property(compression)
+
+
+def local_path(path: str | os.PathLike, what: str, stream_reader: str) -> str:
+    """``path`` without a ``file://`` scheme; ``ValueError`` for a remote URL, which the
+    positional reads of random access (by ``what``) cannot use.
+
+    >>> local_path("file:///data/a.rec", "IndexedRecordIO", "feedline.recordio.read")
+    '/data/a.rec'
+    >>> local_path("s3://b/a.rec", "IndexedRecordIO", "feedline.recordio.read")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: IndexedRecordIO needs a local file for random access, got 's3://b/a.rec'; ...
+    """
+    p = os.fspath(path)
+    if is_remote(p):
+        raise ValueError(
+            f"{what} needs a local file for random access, got {p!r}; read remote "
+            f"files sequentially with {stream_reader}(path, storage_options=...) or copy "
+            "them to a local disk first"
+        )
+    return strip_file_scheme(p)
 
 
 def open_writer(path: str | os.PathLike, compression: str | None) -> Any:

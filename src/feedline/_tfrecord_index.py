@@ -13,8 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from feedline._closing import Closeable
+from feedline._compression import local_path
 from feedline._tfrecord_scan import HEADER, OVERHEAD, masked_crc
 from feedline.exceptions import CorruptRecordError
+from feedline.io.fs import file_size, open_file
 
 __all__ = ["TFRecordIndex", "TFRecordFile"]
 
@@ -72,10 +75,13 @@ class TFRecordIndex:
         os.replace(tmp, index_path)
 
     @classmethod
-    def load(cls, index_path: str | os.PathLike) -> TFRecordIndex:
-        """Read an index file; a damaged one raises :class:`CorruptRecordError`."""
+    def load(
+        cls, index_path: str | os.PathLike, *, storage_options: dict | None = None
+    ) -> TFRecordIndex:
+        """Read an index file (a local path or a URL, see :mod:`feedline.io.fs`); a
+        damaged one raises :class:`CorruptRecordError`."""
         index_path = os.fspath(index_path)
-        with open(index_path, "rb") as f:
+        with open_file(index_path, "rb", storage_options=storage_options) as f:
             data = f.read()
         if len(data) < _INDEX_HEADER.size:
             raise CorruptRecordError("not a feedline TFRecord index (too short)", path=index_path)
@@ -104,10 +110,10 @@ class TFRecordIndex:
             compression=_CODE_COMPRESSIONS[code],
         )
 
-    def check(self, path: str | os.PathLike) -> None:
-        """Raise :class:`CorruptRecordError` if the file at ``path`` is not the size the
-        index was built for (the index is stale)."""
-        size = os.path.getsize(path)
+    def check(self, path: str | os.PathLike, *, storage_options: dict | None = None) -> None:
+        """Raise :class:`CorruptRecordError` if the file at ``path`` (local or a URL) is
+        not the size the index was built for (the index is stale)."""
+        size = file_size(path, storage_options=storage_options)
         if size != self.file_size:
             raise CorruptRecordError(
                 f"stale index: built for a file of {self.file_size} bytes, the file has "
@@ -116,7 +122,7 @@ class TFRecordIndex:
             )
 
 
-class TFRecordFile:
+class TFRecordFile(Closeable):
     """Random access to the records of an uncompressed TFRecord file.
 
     Uses the sidecar index ``index_path`` (default ``<path>.index``); when there is none
@@ -124,6 +130,10 @@ class TFRecordFile:
     records; ``f[i]`` reads record ``i`` with one ``pread`` (negative indices work; a
     slice or a list of indices returns a list). ``verify`` checks the frame's CRCs.
     Reads are thread-safe; the object pickles (the file is reopened in the new process).
+
+    The file must be local (a path or a ``file://`` URL): positional reads need a file
+    descriptor, and a remote URL raises ``ValueError``. Read remote files sequentially
+    with :func:`feedline.tfrecord.read` (``storage_options=...``), or copy them first.
     """
 
     def __init__(
@@ -133,7 +143,7 @@ class TFRecordFile:
         index_path: str | os.PathLike | None = None,
         verify: bool = True,
     ) -> None:
-        self.path = os.fspath(path)
+        self.path = local_path(path, "TFRecordFile", "feedline.tfrecord.read")
         self.verify = bool(verify)
         self.index_path = self.path + ".index" if index_path is None else os.fspath(index_path)
         if os.path.exists(self.index_path):
@@ -217,23 +227,12 @@ class TFRecordFile:
             yield self._read(k)
 
     def close(self) -> None:
-        fd, self._fd = self._fd, None
+        fd, self._fd = getattr(self, "_fd", None), None
         if fd is not None:
             os.close(fd)
-
-    def __enter__(self) -> TFRecordFile:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finaliser
-            pass
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_fd"] = None
         return state
+

@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import numbers
 import os
-import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from feedline._validate import one_of, optional_positive_int
+from feedline._on_error import check_on_error, report
+from feedline._validate import optional_positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import DataError, DecodeError, MissingFeatureError
 from feedline.text import TextLineReader
@@ -392,6 +392,7 @@ class CSVReader(DatasetIterator[Any]):
         select_cols: Sequence[int] | None = None,
         compression: str | None = "auto",
         on_error: str = "raise",
+        storage_options: dict | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self._cols = _columns(record_defaults)
@@ -400,12 +401,14 @@ class CSVReader(DatasetIterator[Any]):
         )
         self._quote = bool(use_quote_delim)
         self.batch_size = optional_positive_int("batch_size", batch_size)
-        self.on_error = one_of("on_error", on_error, ("raise", "skip", "warn"))
+        self.on_error = check_on_error(on_error)
         if not isinstance(header, bool):
             raise TypeError(f"`header` must be a bool, got {header!r}")
         self._header = header
         self.column_names: list[str] | None = None
-        self._lines = TextLineReader(self.path, compression=compression)
+        self._lines = TextLineReader(
+            self.path, compression=compression, storage_options=storage_options
+        )
         self._rows: list[tuple] = []
         self._row_states: list[tuple[int, int]] = []
         self._j = 0
@@ -467,11 +470,8 @@ class CSVReader(DatasetIterator[Any]):
                     after,
                 )
             except DataError as exc:
-                if self.on_error == "raise":
-                    raise
+                report(exc, self.on_error, stacklevel=4)
                 k = next(i for i, w in enumerate(where) if w[0] == exc.line)
-                if self.on_error == "warn":
-                    warnings.warn(f"skipping damaged data: {exc}", RuntimeWarning, stacklevel=4)
                 self._skipped += 1
                 del recs[k], where[k], after[k]
                 after[k:] = [(o, line, skips + 1) for o, line, skips in after[k:]]
@@ -538,6 +538,7 @@ def read_csv(
     select_cols: Sequence[int] | None = None,
     compression: str | None = "auto",
     on_error: str = "raise",
+    storage_options: dict | None = None,
 ) -> CSVReader:
     """Read the CSV file ``path`` with :func:`decode_csv`'s typing rules.
 
@@ -547,6 +548,8 @@ def read_csv(
     lines. Errors name the path, the line where the record starts and its byte offset;
     with ``on_error="skip"``/``"warn"`` a bad record is skipped and counted in
     ``skipped``. The reader's state is the byte offset and line of the next record.
+    ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``)
+    read with ``storage_options``; the file is opened on the first read.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
@@ -565,4 +568,5 @@ def read_csv(
         select_cols=select_cols,
         compression=compression,
         on_error=on_error,
+        storage_options=storage_options,
     )

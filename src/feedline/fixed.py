@@ -25,15 +25,17 @@ uint8 images.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from feedline._validate import non_negative_int, one_of, positive_int
+from feedline._compression import local_path
+from feedline._on_error import check_on_error, report
+from feedline._validate import non_negative_int, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateError
+from feedline.io.fs import file_size, open_file
 
 __all__ = [
     "FixedLengthRecords",
@@ -64,9 +66,16 @@ class _Layout:
 
     __slots__ = ("path", "size", "first", "count", "partial_at", "problem")
 
-    def __init__(self, path: str, record_bytes: int, header: int, footer: int) -> None:
+    def __init__(
+        self,
+        path: str,
+        record_bytes: int,
+        header: int,
+        footer: int,
+        storage_options: dict | None = None,
+    ) -> None:
         self.path = path
-        self.size = os.path.getsize(path)
+        self.size = file_size(path, storage_options=storage_options)
         self.first = header
         body = self.size - header - footer
         self.partial_at: int | None = None
@@ -94,13 +103,6 @@ class _Layout:
         )
 
 
-def _report(err: CorruptRecordError, on_error: str) -> None:
-    if on_error == "raise":
-        raise err
-    if on_error == "warn":
-        warnings.warn(f"skipping damaged data: {err}", RuntimeWarning, stacklevel=4)
-
-
 class FixedLengthRecords:
     """Random access to the fixed-length records of one or more files.
 
@@ -109,6 +111,9 @@ class FixedLengthRecords:
     partial trailing record raises at construction under ``on_error="raise"``; under
     ``"skip"``/``"warn"`` it is left out. Iterating (or :meth:`iterator`) streams the
     records through a :class:`FixedLengthIterator`.
+
+    Indexing needs local files (positional reads; a URL raises ``ValueError`` there);
+    ``len()`` and iterating also work on fsspec URLs read with ``storage_options``.
     """
 
     def __init__(
@@ -119,24 +124,29 @@ class FixedLengthRecords:
         header_bytes: int = 0,
         footer_bytes: int = 0,
         on_error: str = "raise",
+        storage_options: dict | None = None,
     ) -> None:
         self.paths = _as_paths(paths)
         self.record_bytes = positive_int("record_bytes", record_bytes)
         self.header_bytes = non_negative_int("header_bytes", header_bytes)
         self.footer_bytes = non_negative_int("footer_bytes", footer_bytes)
-        self.on_error = one_of("on_error", on_error, ("raise", "skip", "warn"))
+        self.on_error = check_on_error(on_error)
+        self.storage_options = storage_options
         self._layouts: list[_Layout] | None = None
 
     def _layout(self) -> list[_Layout]:
         if self._layouts is None:
             layouts = [
-                _Layout(p, self.record_bytes, self.header_bytes, self.footer_bytes)
+                _Layout(
+                    p, self.record_bytes, self.header_bytes, self.footer_bytes,
+                    self.storage_options,
+                )
                 for p in self.paths
             ]
             before = 0
             for lay in layouts:
                 if lay.partial_at is not None:
-                    _report(lay.error(before), self.on_error)
+                    report(lay.error(before), self.on_error, stacklevel=3)
                 before += lay.count
             self._layouts = layouts
             self._starts = np.cumsum([0] + [lay.count for lay in layouts]).tolist()
@@ -159,7 +169,8 @@ class FixedLengthRecords:
         k = int(np.searchsorted(self._starts, index, side="right")) - 1
         lay = layouts[k]
         offset = lay.first + (index - self._starts[k]) * self.record_bytes
-        fd = os.open(lay.path, os.O_RDONLY)
+        path = local_path(lay.path, "FixedLengthRecords", "feedline.fixed.read_fixed")
+        fd = os.open(path, os.O_RDONLY)
         try:
             data = os.pread(fd, self.record_bytes, offset)
         finally:
@@ -178,6 +189,7 @@ class FixedLengthRecords:
             header_bytes=self.header_bytes,
             footer_bytes=self.footer_bytes,
             on_error=self.on_error,
+            storage_options=self.storage_options,
         )
         if state is not None:
             it.set_state(state)
@@ -192,6 +204,10 @@ class FixedLengthIterator(DatasetIterator[bytes]):
 
     State: ``{"type": "fixed", "file": f, "offset": o, "index": i, "skipped": s}`` —
     the next record is at byte ``o`` of file ``f`` and is record ``i`` overall.
+
+    Paths may be fsspec URLs (``s3://``, ``gs://``, ``memory://``, ``file://``) read
+    with ``storage_options`` (construction arguments, not state); each file is opened
+    when the iterator reaches it.
     """
 
     def __init__(
@@ -202,12 +218,14 @@ class FixedLengthIterator(DatasetIterator[bytes]):
         header_bytes: int = 0,
         footer_bytes: int = 0,
         on_error: str = "raise",
+        storage_options: dict | None = None,
     ) -> None:
         self.paths = _as_paths(paths)
         self.record_bytes = positive_int("record_bytes", record_bytes)
         self.header_bytes = non_negative_int("header_bytes", header_bytes)
         self.footer_bytes = non_negative_int("footer_bytes", footer_bytes)
-        self.on_error = one_of("on_error", on_error, ("raise", "skip", "warn"))
+        self.on_error = check_on_error(on_error)
+        self.storage_options = storage_options
         self.skipped = 0
         self._file = 0
         self._offset: int | None = None  # None: the file has not been opened yet
@@ -222,12 +240,13 @@ class FixedLengthIterator(DatasetIterator[bytes]):
         """Open file ``self._file`` at ``self._offset``; False when all files are done."""
         while self._file < len(self.paths):
             lay = _Layout(
-                self.paths[self._file], self.record_bytes, self.header_bytes, self.footer_bytes
+                self.paths[self._file], self.record_bytes, self.header_bytes, self.footer_bytes,
+                self.storage_options,
             )
             fresh = self._offset is None
             if fresh:
                 if lay.partial_at is not None:
-                    _report(lay.error(self._index), self.on_error)
+                    report(lay.error(self._index), self.on_error, stacklevel=3)
                     self.skipped += 1
                 self._offset = lay.first
             self._limit = lay.first + lay.count * self.record_bytes
@@ -236,7 +255,7 @@ class FixedLengthIterator(DatasetIterator[bytes]):
                 self._offset = None
                 continue
             self._lay = lay
-            self._f = open(lay.path, "rb", buffering=0)  # noqa: SIM115 - closed by close()
+            self._f = open_file(lay.path, "rb", storage_options=self.storage_options)
             self._f.seek(self._offset)
             self._buf, self._pos = b"", 0
             return True
@@ -313,15 +332,18 @@ def read_fixed(
     header_bytes: int = 0,
     footer_bytes: int = 0,
     on_error: str = "raise",
+    storage_options: dict | None = None,
 ) -> FixedLengthIterator:
     """Iterate over the ``record_bytes``-long records of one file or a list of files
-    (``FixedLengthRecordDataset`` semantics; see the module docstring)."""
+    (``FixedLengthRecordDataset`` semantics; see the module docstring). Paths may be
+    fsspec URLs read with ``storage_options``."""
     return FixedLengthIterator(
         paths,
         record_bytes,
         header_bytes=header_bytes,
         footer_bytes=footer_bytes,
         on_error=on_error,
+        storage_options=storage_options,
     )
 
 
@@ -360,7 +382,9 @@ def _cifar100(record: bytes) -> tuple[tuple[int, int], np.ndarray]:
     return (record[0], record[1]), _cifar_image(record, 2)
 
 
-def read_cifar10(paths: Any, *, on_error: str = "raise") -> DatasetIterator:
+def read_cifar10(
+    paths: Any, *, on_error: str = "raise", storage_options: dict | None = None
+) -> DatasetIterator:
     """Yield ``(label, image)`` from CIFAR-10 binary files (``data_batch_*.bin``):
     ``label`` an int 0-9, ``image`` a ``32x32x3`` (HWC, RGB) uint8 array.
 
@@ -372,10 +396,18 @@ def read_cifar10(paths: Any, *, on_error: str = "raise") -> DatasetIterator:
     >>> label, image.shape, image[5, 9].tolist()
     (7, (32, 32, 3), [10, 20, 30])
     """
-    return _MapIterator(read_fixed(paths, 1 + CIFAR_IMAGE_BYTES, on_error=on_error), _cifar10)
+    records = read_fixed(
+        paths, 1 + CIFAR_IMAGE_BYTES, on_error=on_error, storage_options=storage_options
+    )
+    return _MapIterator(records, _cifar10)
 
 
-def read_cifar100(paths: Any, *, on_error: str = "raise") -> DatasetIterator:
+def read_cifar100(
+    paths: Any, *, on_error: str = "raise", storage_options: dict | None = None
+) -> DatasetIterator:
     """Yield ``((coarse_label, fine_label), image)`` from CIFAR-100 binary files
     (``train.bin``, ``test.bin``); ``image`` is ``32x32x3`` (HWC, RGB) uint8."""
-    return _MapIterator(read_fixed(paths, 2 + CIFAR_IMAGE_BYTES, on_error=on_error), _cifar100)
+    records = read_fixed(
+        paths, 2 + CIFAR_IMAGE_BYTES, on_error=on_error, storage_options=storage_options
+    )
+    return _MapIterator(records, _cifar100)

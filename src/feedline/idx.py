@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from feedline.exceptions import CorruptRecordError
+from feedline.io.fs import open_file
 
 __all__ = ["read_idx", "write_idx", "decode_idx", "encode_idx", "IDX_TYPES"]
 
@@ -139,10 +140,13 @@ def _decode_any(f: BinaryIO, path: str | None) -> np.ndarray:
         raise CorruptRecordError(f"damaged gzip stream: {exc}", path=path) from exc
 
 
-def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """Read the IDX file at ``path`` (gzipped or not) into a native-endian array."""
+def read_idx(path: str | os.PathLike, *, storage_options: dict | None = None) -> np.ndarray:
+    """Read the IDX file at ``path`` (gzipped or not) into a native-endian array.
+
+    ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``)
+    read with ``storage_options``."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
+    with open_file(path, "rb", storage_options=storage_options) as f:
         return _decode_any(f, path)
 
 

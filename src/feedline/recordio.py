@@ -55,16 +55,19 @@ import os
 import struct
 import threading
 import uuid
-import warnings
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from feedline._closing import Closeable
+from feedline._compression import local_path
+from feedline._on_error import check_on_error, report
 from feedline._optional import require
 from feedline._validate import one_of
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, DecodeError
+from feedline.io.fs import file_size, open_file
 
 __all__ = [
     "MAGIC",
@@ -92,7 +95,6 @@ _LENGTH_MASK = (1 << 29) - 1
 _MAX_PAYLOAD = (1 << 29) - 1
 _CHUNK = 1 << 20
 _LARGE = 1 << 16  # payloads this long that straddle the buffer are read directly
-_ON_ERROR = ("raise", "skip", "warn")
 
 
 # --------------------------------------------------------------------------- writing
@@ -182,34 +184,28 @@ class RecordIOWriter:
 # --------------------------------------------------------------------------- reading
 
 
-def _check_on_error(on_error: str) -> str:
-    return one_of("on_error", on_error, _ON_ERROR)
-
-
-def _report(err: CorruptRecordError, on_error: str) -> None:
-    """Raise ``err`` under ``raise``; warn under ``warn``; say nothing under ``skip``."""
-    if on_error == "raise":
-        raise err
-    if on_error == "warn":
-        warnings.warn(f"skipping damaged data: {err}", RuntimeWarning, stacklevel=4)
-
-
 class _Window:
     """Buffered reads of the byte range ``[start, end)`` of one or more files laid end to
     end (global offsets). ``buf[pos:]`` holds bytes from global offset ``base + pos``.
 
     Never reads past ``end`` or past a file's recorded size, so a corrupt length cannot
-    make it allocate more than the data that exists.
+    make it allocate more than the data that exists. Files are local paths or URLs
+    (opened with :func:`feedline.io.fs.open_file` and ``storage_options``).
     """
 
-    __slots__ = ("paths", "sizes", "starts", "end", "buf", "pos", "base", "_fi", "_f")
+    __slots__ = (
+        "paths", "sizes", "starts", "end", "buf", "pos", "base", "storage_options", "_fi", "_f"
+    )
 
     def __init__(
         self,
         files: list[tuple[str, int]],
         start: int = 0,
         end: int | None = None,
+        *,
+        storage_options: dict | None = None,
     ) -> None:
+        self.storage_options = storage_options
         self.paths = [p for p, _ in files]
         self.sizes = [s for _, s in files]
         self.starts = []
@@ -249,7 +245,7 @@ class _Window:
             if i != self._fi:
                 if self._f is not None:
                     self._f.close()
-                self._f = open(self.paths[i], "rb", buffering=0)  # noqa: SIM115
+                self._f = open_file(self.paths[i], "rb", storage_options=self.storage_options)
                 self._fi = i
             local = at - self.starts[i]
             self._f.seek(local)
@@ -475,7 +471,7 @@ def _fail(
     (yielding nothing) so that ``yield from`` keeps ``_records`` a plain generator."""
     bad = win.offset
     path, local = win.locate(bad)
-    _report(CorruptRecordError(problem, path=path, index=index, offset=local), on_error)
+    report(CorruptRecordError(problem, path=path, index=index, offset=local), on_error, stacklevel=3)
     win.resync(bad + 4)
     scan.skipped += 1
     scan.skipped_bytes += win.offset - bad
@@ -495,6 +491,10 @@ class RecordIOReader(DatasetIterator[bytes]):
     ``on_error``: ``"raise"`` (default) raises :class:`CorruptRecordError`; ``"skip"``
     and ``"warn"`` resynchronise on the next magic word and go on.
 
+    ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``);
+    ``storage_options`` are passed to fsspec (construction arguments, not state). The
+    file is opened (and measured) on the first read, not by the constructor.
+
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "r.rec")
     >>> with RecordIOWriter(path) as w:
@@ -505,12 +505,18 @@ class RecordIOReader(DatasetIterator[bytes]):
     """
 
     def __init__(
-        self, path: str | os.PathLike, *, on_error: str = "raise", offset: int = 0
+        self,
+        path: str | os.PathLike,
+        *,
+        on_error: str = "raise",
+        offset: int = 0,
+        storage_options: dict | None = None,
     ) -> None:
         self.path = os.fspath(path)
-        self.on_error = _check_on_error(on_error)
-        self._size = os.path.getsize(self.path)
-        self._win: _Window | None = _Window([(self.path, self._size)])
+        self.on_error = check_on_error(on_error)
+        self.storage_options = storage_options
+        self._win: _Window | None = None  # opened on the first read
+        self._closed = False
         self._scan = _Scan()
         self._offset = 0
         self._index = 0
@@ -534,11 +540,12 @@ class RecordIOReader(DatasetIterator[bytes]):
             raise ValueError(f"`offset` must be a non-negative int, got {offset!r}")
         if offset % 4:
             raise ValueError(f"`offset` must be a multiple of 4 (records are aligned), got {offset}")
-        if self._win is None:
+        if self._closed:
             raise ValueError(f"{self.path}: the reader is closed")
         self._offset = offset
         self._index = index if index is not None else (0 if offset == 0 else self._index)
-        self._win.seek(offset)
+        if self._win is not None:
+            self._win.seek(offset)
         self._gen = None
 
     def tell(self) -> int:
@@ -547,8 +554,12 @@ class RecordIOReader(DatasetIterator[bytes]):
 
     def __next__(self) -> bytes:
         if self._gen is None:
-            if self._win is None:
+            if self._closed:
                 raise StopIteration
+            if self._win is None:
+                size = file_size(self.path, storage_options=self.storage_options)
+                self._win = _Window([(self.path, size)], storage_options=self.storage_options)
+                self._win.seek(self._offset)
             self._gen = _records(self._win, self.on_error, self._index, self._scan)
         payload, _ = next(self._gen)
         self._offset = self._win.offset
@@ -576,6 +587,7 @@ class RecordIOReader(DatasetIterator[bytes]):
         self._scan.skipped = state.get("skipped", 0)
 
     def close(self) -> None:
+        self._closed = True
         win = getattr(self, "_win", None)
         if win is not None:
             win.close()
@@ -583,8 +595,11 @@ class RecordIOReader(DatasetIterator[bytes]):
         self._gen = None
 
 
-def read(path: str | os.PathLike, *, on_error: str = "raise") -> RecordIOReader:
-    """Iterate over the payloads of the RecordIO file at ``path``.
+def read(
+    path: str | os.PathLike, *, on_error: str = "raise", storage_options: dict | None = None
+) -> RecordIOReader:
+    """Iterate over the payloads of the RecordIO file at ``path`` (a local path or an
+    fsspec URL read with ``storage_options``).
 
     Returns a :class:`RecordIOReader` (a ``DatasetIterator`` with byte-offset state).
 
@@ -595,7 +610,7 @@ def read(path: str | os.PathLike, *, on_error: str = "raise") -> RecordIOReader:
     >>> list(read(path))
     [b'rec0', b'rec1', b'rec2']
     """
-    return RecordIOReader(path, on_error=on_error)
+    return RecordIOReader(path, on_error=on_error, storage_options=storage_options)
 
 
 # --------------------------------------------------------------------------- random access
@@ -678,12 +693,16 @@ def read_index(idx_path: str | os.PathLike, *, key_type: type = int) -> list[tup
     return entries
 
 
-class IndexedRecordIO:
+class IndexedRecordIO(Closeable):
     """A RecordIO file with its ``.idx`` file, as ``MXIndexedRecordIO(idx_path, rec_path,
     mode)``: ``mode="w"`` writes both (``write_idx(key, payload)`` appends the record and
     a ``key<TAB>offset`` line, byte-identical to MXNet); ``mode="r"`` reads by key
     (``read_idx``) or by position (``ir[i]``, ``len(ir)``) with two positional reads per
     record, safe from several threads, and picklable (file handles reopen lazily).
+
+    Both files must be local (paths or ``file://`` URLs): positional reads need a file
+    descriptor, and a remote URL raises ``ValueError``. Read remote RecordIO files
+    sequentially with :func:`read` (``storage_options=...``).
 
     ``keys`` lists keys in file order; with duplicate keys ``read_idx`` returns the
     last record written under the key (as MXNet does) and ``ir[i]`` the i-th line's.
@@ -709,8 +728,8 @@ class IndexedRecordIO:
         *,
         key_type: type = int,
     ) -> None:
-        self.idx_path = os.fspath(idx_path)
-        self.rec_path = os.fspath(rec_path)
+        self.idx_path = local_path(idx_path, "IndexedRecordIO", "feedline.recordio.read")
+        self.rec_path = local_path(rec_path, "IndexedRecordIO", "feedline.recordio.read")
         self.mode = one_of("mode", mode, ("r", "w"))
         self.key_type = key_type
         self.keys: list[Any] = []
@@ -796,27 +815,15 @@ class IndexedRecordIO:
     # -- lifecycle
     def close(self) -> None:
         """Close the files (flushing both in mode ``"w"``); idempotent."""
-        if self._writer is not None:
+        if getattr(self, "_writer", None) is not None:
             self._writer.close()
             self._writer = None
-        if self._fidx is not None:
+        if getattr(self, "_fidx", None) is not None:
             self._fidx.close()
             self._fidx = None
-        if self._fd is not None:
+        if getattr(self, "_fd", None) is not None:
             os.close(self._fd)
             self._fd = None
-
-    def __enter__(self) -> IndexedRecordIO:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finaliser
-            pass
 
     def __getstate__(self) -> dict[str, Any]:
         if self.mode != "r":
@@ -858,7 +865,7 @@ def build_index(
     """
     rec_path = os.fspath(rec_path)
     idx_path = default_idx_path(rec_path) if idx_path is None else os.fspath(idx_path)
-    on_error = _check_on_error(on_error)
+    on_error = check_on_error(on_error)
     win = _Window([(rec_path, os.path.getsize(rec_path))])
     try:
         lines = [
@@ -1025,7 +1032,7 @@ def unpack_img(record: bytes, *, color_order: str = "rgb") -> tuple[IRHeader, np
 
 
 def _decode_image(data: bytes, color_order: str) -> np.ndarray:
-    from feedline.image.decode import decode
+    from feedline.image.codec import decode
 
     arr = decode(data, mode="RGB")
     return np.ascontiguousarray(arr[:, :, ::-1]) if color_order == "bgr" else arr

@@ -5,7 +5,9 @@ line without a newline is yielded too, and a final newline does not make an extr
 line. Lines are ``bytes`` (as TensorFlow's strings are) unless ``encoding`` is given.
 GZIP and ZLIB files are read through (``compression="auto"`` detects them; a file that
 merely starts with bytes that look like a zlib header but does not decompress is read
-as plain text). :func:`write_lines` writes them.
+as plain text). :func:`write_lines` writes them. Local paths and fsspec URLs
+(``s3://``, ``gs://``, ``memory://``, ``file://``, with ``storage_options``) are read
+alike; the file is opened on the first read.
 
 The reader is a :class:`~feedline.dataset.iterator.DatasetIterator`: ``get_state()``
 returns ``{"type": "text", "offset": byte offset of the next line (in the uncompressed
@@ -35,18 +37,27 @@ from feedline import _compression
 from feedline._validate import positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, DecodeError
+from feedline.io.fs import open_file
 
 __all__ = ["TextLineReader", "read_lines", "write_lines", "detect_compression"]
 
 _BLOCK = 1 << 20
 
 
-def detect_compression(path: str | os.PathLike) -> str | None:
-    """``"GZIP"``, ``"ZLIB"`` or ``None`` for the file at ``path``: the gzip magic, or a
-    zlib header whose first kilobytes actually decompress."""
-    with open(path, "rb") as f:
-        head = f.read(4096)
-        whole = not f.read(1)
+def detect_compression(
+    path: str | os.PathLike, *, storage_options: dict | None = None
+) -> str | None:
+    """``"GZIP"``, ``"ZLIB"`` or ``None`` for the file at ``path`` (a local path or a URL;
+    ``storage_options`` go to fsspec): the gzip magic, or a zlib header whose first
+    kilobytes actually decompress."""
+    with open_file(path, "rb", storage_options=storage_options) as f:
+        return _detect(f)
+
+
+def _detect(f: Any) -> str | None:
+    """Detect the compression from the first bytes of the open binary file ``f``."""
+    head = f.read(4096)
+    whole = not f.read(1)
     kind = _compression.sniff(head)
     if kind == "ZLIB":
         d = zlib.decompressobj()
@@ -66,6 +77,11 @@ class TextLineReader(DatasetIterator[Any]):
     line that does not decode raises :class:`~feedline.exceptions.DecodeError` naming
     path, line and byte offset). ``line_number`` is the number of lines read so far.
     ``next_batch(n)`` returns up to ``n`` lines at once.
+
+    ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``);
+    ``storage_options`` are passed to fsspec (construction arguments, not state). The
+    file is opened on first use (a read, ``set_state``, or asking for ``compression``
+    when it is ``"auto"``).
     """
 
     def __init__(
@@ -75,16 +91,17 @@ class TextLineReader(DatasetIterator[Any]):
         compression: str | None = "auto",
         encoding: str | None = None,
         block_size: int = _BLOCK,
+        storage_options: dict | None = None,
     ) -> None:
         self.path = os.fspath(path)
-        value = _compression.normalize(compression, allow_auto=True)
-        self.compression = detect_compression(self.path) if value == "auto" else value
+        self._compression = _compression.normalize(compression, allow_auto=True)
         if encoding is not None:
             "".encode(encoding)  # LookupError for an unknown codec, now
         self.encoding = encoding
         self.block_size = positive_int("block_size", block_size)
-        self._file: Any = None
-        self._open()
+        self.storage_options = storage_options
+        self._file: Any = None  # opened on first use
+        self._closed = False
         self._lines: list[bytes] = []
         self._starts = np.zeros(1, dtype=np.int64)  # offsets of self._lines[i], then end
         self._i = 0
@@ -93,21 +110,32 @@ class TextLineReader(DatasetIterator[Any]):
         self._tail_offset = 0  # offset of the first byte of the tail
         self._eof = False
 
-    def _open(self) -> None:
-        self._file = _compression.open_reader(self.path, self.compression)
+    def _open(self) -> Any:
+        """The open stream, opening the file (from its start) if it is not open yet."""
+        if self._file is None:
+            if self._closed:
+                raise ValueError(f"{self.path}: read from a closed TextLineReader")
+            self._file, self._compression = _compression.open_reader(
+                self.path,
+                self._compression,
+                storage_options=self.storage_options,
+                detect=_detect,
+            )
+        return self._file
+
+    compression = _compression.compression_property("_open")
 
     @property
     def line_number(self) -> int:
         return self._line0 + self._i
 
     def _fill(self) -> bool:
-        if self._file is None:
-            raise ValueError(f"{self.path}: read from a closed TextLineReader")
+        file = self._open()
         self._line0 += len(self._lines)
         self._lines, self._i = [], 0
         while not self._eof:
             try:
-                block = self._file.read(self.block_size)
+                block = file.read(self.block_size)
             except CorruptRecordError as exc:
                 raise CorruptRecordError(
                     exc.message, path=self.path, line=self._line0 + 1, offset=self._tail_offset
@@ -189,20 +217,25 @@ class TextLineReader(DatasetIterator[Any]):
 
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "text", ("offset", "line"))
-        if self._file is None:
+        if self._closed:
             raise ValueError(f"{self.path}: set_state on a closed TextLineReader")
         offset = int(state["offset"])
-        if self.compression is None:
-            self._file.seek(offset)
+        fresh = self._file is None
+        file = self._open()
+        if self._compression is None:
+            file.seek(offset)
         else:
-            self._file.close()
-            self._open()
-            self._file.skip(offset)
+            if not fresh:  # decompressing cannot go back: start again
+                self._file = None
+                file.close()
+                file = self._open()
+            file.skip(offset)
         self._lines, self._i = [], 0
         self._line0 = int(state["line"])
         self._tail, self._tail_offset, self._eof = b"", offset, False
 
     def close(self) -> None:
+        self._closed = True
         f = getattr(self, "_file", None)
         if f is not None:
             self._file = None
@@ -214,9 +247,13 @@ def read_lines(
     *,
     compression: str | None = "auto",
     encoding: str | None = None,
+    storage_options: dict | None = None,
 ) -> TextLineReader:
-    """Iterate over the lines of the text file ``path`` (see the module docstring)."""
-    return TextLineReader(path, compression=compression, encoding=encoding)
+    """Iterate over the lines of the text file ``path`` (see the module docstring); a
+    URL is read through fsspec with ``storage_options``."""
+    return TextLineReader(
+        path, compression=compression, encoding=encoding, storage_options=storage_options
+    )
 
 
 def write_lines(

@@ -26,6 +26,10 @@ is the fast path for small records: the reader fills a reusable 4 MiB buffer wit
 ``readinto`` and walks the frames in it, handling runs of equal-length frames with numpy
 instead of one Python step per frame.
 
+Both read local paths and fsspec URLs (``s3://``, ``gs://``, ``memory://``,
+``file://``; ``storage_options`` go to fsspec, see :mod:`feedline.io.fs`), opening the
+file on the first read. Random access (:class:`TFRecordFile`) needs a local file.
+
 >>> import os, tempfile
 >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
 >>> with TFRecordWriter(path) as w:
@@ -82,6 +86,7 @@ from typing import Any
 import numpy as np
 
 from feedline import _compression
+from feedline._on_error import check_on_error, report
 from feedline._tfrecord_index import TFRecordFile, TFRecordIndex
 from feedline._tfrecord_scan import (
     HEADER,
@@ -90,9 +95,10 @@ from feedline._tfrecord_scan import (
     masked_crc,
     scan,
 )
-from feedline._validate import one_of, positive_int
+from feedline._validate import positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError
+from feedline.io.fs import open_file
 
 __all__ = [
     "masked_crc",
@@ -108,7 +114,6 @@ __all__ = [
     "TFRecordFile",
 ]
 
-_ON_ERROR = ("raise", "skip", "warn")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _DEFAULT_BLOCK = 4 << 20
@@ -123,27 +128,26 @@ def _record_bytes(record: Any) -> bytes:
     raise TypeError(f"a TFRecord record must be bytes-like, got {type(record).__name__}")
 
 
-def detect_compression(path: str | os.PathLike) -> str | None:
-    """Return ``None``, ``"GZIP"`` or ``"ZLIB"`` for the TFRecord file at ``path``.
+def detect_compression(
+    path: str | os.PathLike, *, storage_options: dict | None = None
+) -> str | None:
+    """Return ``None``, ``"GZIP"`` or ``"ZLIB"`` for the TFRecord file at ``path`` (a
+    local path or a URL; ``storage_options`` go to fsspec).
 
     An uncompressed file is recognised by its first header's length CRC; otherwise the
     gzip magic or a zlib header decides; an empty or unrecognisable file gives ``None``
     (reading it then reports what is wrong).
     """
-    with open(path, "rb") as f:
-        head = f.read(HEADER)
-    return _detect(head)
+    with open_file(path, "rb", storage_options=storage_options) as f:
+        return _detect(f)
 
 
-def _detect(head: bytes) -> str | None:
+def _detect(f: Any) -> str | None:
+    """Detect the compression from the first bytes of the open binary file ``f``."""
+    head = f.read(HEADER)
     if len(head) >= HEADER and masked_crc(head[:8]) == _U32.unpack_from(head, 8)[0]:
         return None
     return _compression.sniff(head)
-
-
-def _resolve_compression(path: str | os.PathLike, compression: Any) -> str | None:
-    value = _compression.normalize(compression, allow_auto=True)
-    return detect_compression(path) if value == "auto" else value
 
 
 # --------------------------------------------------------------------------- writing
@@ -218,21 +222,32 @@ def write(
 
 class _Source:
     """The open file and a reusable buffer holding ``buf[start:end]`` = file bytes
-    ``[base + start, base + end)`` (offsets in the uncompressed stream)."""
+    ``[base + start, base + end)`` (offsets in the uncompressed stream).
 
-    def __init__(self, path: str, compression: str | None, block_size: int) -> None:
+    ``compression`` may be ``"auto"``; ``self.compression`` is then what was found."""
+
+    def __init__(
+        self,
+        path: str,
+        compression: str | None,
+        block_size: int,
+        storage_options: dict | None,
+    ) -> None:
         self.path = path
-        self.compression = compression
+        self.storage_options = storage_options
         self.block_size = block_size
         self.buf = bytearray(block_size)
         self.start = self.end = self.base = 0
         self.dead = False  # the data ended for good (damage skipped to the end)
-        self.file = None
-        self._open()
-        self.size = os.fstat(self.file.fileno()).st_size if compression is None else None
+        self.file, self.compression = _compression.open_reader(
+            path, compression, storage_options=storage_options, detect=_detect
+        )
+        self.size = _compression.stream_size(self.file) if self.compression is None else None
 
     def _open(self) -> None:
-        self.file = _compression.open_reader(self.path, self.compression)
+        self.file, _ = _compression.open_reader(
+            self.path, self.compression, storage_options=self.storage_options
+        )
 
     def offset(self) -> int:
         return self.base + self.start
@@ -296,13 +311,15 @@ class _Source:
             self.file = None
 
 
-def _load_index_offsets(path: str, index_path: str | None) -> np.ndarray | None:
+def _load_index_offsets(
+    path: str, index_path: str | None, storage_options: dict | None
+) -> np.ndarray | None:
     candidate = index_path if index_path is not None else path + ".index"
-    if not os.path.exists(candidate):
-        return None
     try:
-        index = TFRecordIndex.load(candidate)
-        index.check(path)
+        index = TFRecordIndex.load(candidate, storage_options=storage_options)
+        index.check(path, storage_options=storage_options)
+    except FileNotFoundError:
+        return None
     except CorruptRecordError as exc:
         warnings.warn(f"ignoring the sidecar index: {exc}", RuntimeWarning, stacklevel=6)
         return None
@@ -317,7 +334,13 @@ class TFRecordReader(DatasetIterator[bytes]):
     ``on_error`` (``"raise"``, ``"skip"``, ``"warn"``; see the module docstring);
     ``index_path`` (the sidecar index used to resynchronise after damage; default
     ``<path>.index`` when that file exists); ``block_size`` (read buffer, default 4 MiB;
-    it grows to hold a larger record).
+    it grows to hold a larger record); ``storage_options`` (for a URL such as
+    ``s3://bucket/a.tfrecord``: passed to fsspec, see :mod:`feedline.io.fs`; they are
+    construction arguments, never part of the state).
+
+    The file is opened on first use (a read, ``set_state``, or asking for
+    ``compression`` when it is ``"auto"``), not by the constructor; a missing file
+    raises ``FileNotFoundError`` then.
 
     ``get_state()`` returns ``{"type": "tfrecord", "offset", "index", "skipped",
     "skipped_bytes"}``: the byte offset (in the uncompressed stream) and index of the
@@ -333,18 +356,19 @@ class TFRecordReader(DatasetIterator[bytes]):
         on_error: str = "raise",
         index_path: str | os.PathLike | None = None,
         block_size: int = _DEFAULT_BLOCK,
+        storage_options: dict | None = None,
     ) -> None:
         self.path = os.fspath(path)
-        self.on_error = one_of("on_error", on_error, _ON_ERROR)
+        self.on_error = check_on_error(on_error)
         if not isinstance(verify, bool):
             raise TypeError(f"`verify` must be a bool, got {verify!r}")
         self.verify = verify
-        positive_int("block_size", block_size)
+        self._block_size = max(positive_int("block_size", block_size), HEADER + 4)
         self.index_path = None if index_path is None else os.fspath(index_path)
-        self.compression = _resolve_compression(self.path, compression)
-        self._src: _Source | None = _Source(
-            self.path, self.compression, max(block_size, HEADER + 4)
-        )
+        self.storage_options = storage_options
+        self._compression = _compression.normalize(compression, allow_auto=True)
+        self._src: _Source | None = None  # opened on first use
+        self._closed = False
         self._records: list[bytes] = []
         self._offsets = np.empty(0, dtype=np.int64)
         self._i = 0
@@ -353,6 +377,8 @@ class TFRecordReader(DatasetIterator[bytes]):
         self._skipped_bytes = 0
         self._index_offsets: np.ndarray | None = None
         self._index_loaded = False
+
+    compression = _compression.compression_property("_source")
 
     # -- counters -------------------------------------------------------------------
 
@@ -400,9 +426,14 @@ class TFRecordReader(DatasetIterator[bytes]):
         return out
 
     def _source(self) -> _Source:
-        if self._src is None:
-            raise ValueError(f"{self.path}: read from a closed TFRecordReader")
-        return self._src
+        src = self._src
+        if src is None:
+            if self._closed:
+                raise ValueError(f"{self.path}: read from a closed TFRecordReader")
+            src = _Source(self.path, self._compression, self._block_size, self.storage_options)
+            self._src = src
+            self._compression = src.compression
+        return src
 
     def _fill(self) -> bool:
         """Load the next chunk of records into ``self._records``; False at the end."""
@@ -474,12 +505,7 @@ class TFRecordReader(DatasetIterator[bytes]):
         """Raise, or count and move past the damage at ``at`` (``resume``: an offset,
         ``"scan"`` to look for the next header, ``None`` for the end of the data)."""
         err = CorruptRecordError(message, path=self.path, index=self._chunk_index, offset=at)
-        if self.on_error == "raise":
-            if cause is not None:
-                raise err from cause
-            raise err
-        if self.on_error == "warn":
-            warnings.warn(f"skipping damaged data: {err}", RuntimeWarning, stacklevel=4)
+        report(err, self.on_error, cause=cause, stacklevel=4)
         self._skipped += 1
         self._chunk_index += 1
         if resume == "scan":
@@ -507,7 +533,9 @@ class TFRecordReader(DatasetIterator[bytes]):
         """Offset of the next record after the damaged frame at ``at``, or None."""
         if not self._index_loaded:
             self._index_loaded = True
-            self._index_offsets = _load_index_offsets(self.path, self.index_path)
+            self._index_offsets = _load_index_offsets(
+                self.path, self.index_path, self.storage_options
+            )
         if self._index_offsets is not None:
             offsets = self._index_offsets
             j = int(np.searchsorted(offsets, at, side="right"))
@@ -536,6 +564,8 @@ class TFRecordReader(DatasetIterator[bytes]):
         """Byte offset (uncompressed stream) of the next record to be returned."""
         if self._i < len(self._records):
             return int(self._offsets[self._i])
+        if self._src is None and not self._closed:
+            return 0  # not opened yet: set_state opens, so nothing was read
         return self._source().offset()
 
     def get_state(self) -> dict[str, Any]:
@@ -557,6 +587,7 @@ class TFRecordReader(DatasetIterator[bytes]):
         self._skipped_bytes = int(state.get("skipped_bytes", 0))
 
     def close(self) -> None:
+        self._closed = True
         src = getattr(self, "_src", None)
         if src is not None:
             self._src = None
@@ -571,13 +602,21 @@ def read(
     verify: bool = True,
     on_error: str = "raise",
     index_path: str | os.PathLike | None = None,
+    storage_options: dict | None = None,
 ) -> TFRecordReader:
     """Iterate over the records of the TFRecord file ``path`` (``bytes`` each).
 
-    See :class:`TFRecordReader` for the options; the iterator is also a context manager.
+    ``path`` may be a URL (``s3://``, ``gs://``, ``memory://``, ``file://``) read
+    through fsspec with ``storage_options``. See :class:`TFRecordReader` for the
+    options; the iterator is also a context manager.
     """
     return TFRecordReader(
-        path, compression=compression, verify=verify, on_error=on_error, index_path=index_path
+        path,
+        compression=compression,
+        verify=verify,
+        on_error=on_error,
+        index_path=index_path,
+        storage_options=storage_options,
     )
 
 
@@ -630,12 +669,13 @@ def read_batches(
     compression: str | None = "auto",
     verify: bool = True,
     on_error: str = "raise",
+    storage_options: dict | None = None,
 ) -> TFRecordBatchReader:
     """Yield lists of ``batch_size`` records (``bytes``) from the TFRecord file ``path``.
 
     The fast path: records are cut from a large reusable buffer, runs of equal-length
     frames are checked with numpy, and no Python object is made per framing step. Same
-    options and errors as :func:`read`.
+    options (``storage_options`` included) and errors as :func:`read`.
     """
     return TFRecordBatchReader(
         path,
@@ -644,6 +684,7 @@ def read_batches(
         compression=compression,
         verify=verify,
         on_error=on_error,
+        storage_options=storage_options,
     )
 
 

@@ -101,6 +101,7 @@ from typing import Any
 
 import numpy as np
 
+from feedline._closing import Closeable
 from feedline._validate import non_negative_int, one_of, positive_int
 from feedline.dataset.base import Dataset, RandomAccessDataset
 from feedline.exceptions import DecodeError, StateError
@@ -417,7 +418,7 @@ def _number(name: str, value: Any) -> float:
     return float(value)
 
 
-class ImageRecordIter:
+class ImageRecordIter(Closeable):
     """Batches of decoded, augmented images from packed records; see the module docstring.
 
     ``augmenter`` is the per-image :class:`~feedline.image.augment.Compose` the workers
@@ -711,15 +712,3 @@ class ImageRecordIter:
         files = getattr(self, "_files", None)
         if files is not None:
             files.close()
-
-    def __enter__(self) -> ImageRecordIter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finaliser
-            pass

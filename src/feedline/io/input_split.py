@@ -48,10 +48,11 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from feedline._on_error import check_on_error
 from feedline._validate import non_negative_int, one_of, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateError
-from feedline.recordio import _MAGIC_BYTES, _check_on_error, _records, _Scan, _Window
+from feedline.recordio import _MAGIC_BYTES, _records, _Scan, _Window
 
 __all__ = ["InputSplit", "InputSplitIterator"]
 
@@ -155,7 +156,7 @@ class InputSplit:
                 f"`part_index` must be smaller than `num_parts` ({num_parts}), got {part_index}"
             )
         self.format = one_of("format", format, ("recordio", "text"))
-        self.on_error = _check_on_error(on_error)
+        self.on_error = check_on_error(on_error)
         self.paths = _as_paths(paths)
         if not self.paths:
             raise ValueError("`paths` must name at least one file, got none")

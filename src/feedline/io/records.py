@@ -106,26 +106,27 @@ def indexed_records(paths: Sequence[str | os.PathLike], *, format: str = "auto")
     return IndexedRecordFiles(paths, formats)
 
 
-def record_reader(path: str, *, format: str = "auto", on_error: str = "raise") -> Any:
+def record_reader(path: str, *, format: str = "auto", on_error: str = "raise",
+                  storage_options: dict | None = None) -> Any:
     """A resumable iterator (:class:`~feedline.dataset.iterator.DatasetIterator`) over the
     records of one file: payload ``bytes`` for TFRecord (any compression) and RecordIO,
     lines (``bytes``) for text and CSV. ``format="auto"`` looks at the file's content."""
     if format == "auto":
         from feedline.io.detect import detect_format as sniff
 
-        format, _ = sniff(path)
+        format, _ = sniff(path, storage_options=storage_options)
     if format == "tfrecord":
         from feedline import tfrecord
 
-        return tfrecord.read(path, on_error=on_error)
+        return tfrecord.read(path, on_error=on_error, storage_options=storage_options)
     if format == "recordio":
         from feedline import recordio
 
-        return recordio.read(path, on_error=on_error)
+        return recordio.read(path, on_error=on_error, storage_options=storage_options)
     if format in ("text", "csv"):
         from feedline import text
 
-        return text.read_lines(path)
+        return text.read_lines(path, storage_options=storage_options)
     if format == "empty":
         from feedline.dataset.base import IndexIterator
         from feedline.dataset.sources import SequenceDataset
@@ -158,8 +159,10 @@ def read_records(paths: Any, *, format: str = "auto", cycle_length: int | None =
     listed = files(paths, storage_options=storage_options)
 
     def open_file(path: str) -> Dataset:
-        return Dataset.from_source(lambda: record_reader(path, format=format, on_error=on_error),
-                                   name=f"records({os.path.basename(path)})")
+        return Dataset.from_source(
+            lambda: record_reader(path, format=format, on_error=on_error,
+                                  storage_options=storage_options),
+            name=f"records({os.path.basename(path)})")
 
     return listed.interleave(open_file, cycle_length=cycle_length or 1,
                              num_parallel_reads=num_parallel_reads)
