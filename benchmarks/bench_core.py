@@ -52,15 +52,24 @@ def serial():
     assert sum(1 for _ in map(w.cpu_bound, w.cpu_source())) == w.CPU_ITEMS
 
 
+def interleaved(fns, rounds):
+    """Best time of each function over ``rounds`` rounds that run each once, in turn."""
+    best = [float("inf")] * len(fns)
+    for fn in fns:
+        fn()  # warm-up
+    for _ in range(rounds):
+        best = [min(b, harness.timed(fn, repeat=1, warmup=0)) for b, fn in zip(best, fns)]
+    return best
+
+
 def main() -> None:
     repeat = 3
     peer = harness.run_peer("paddle", os.path.join(HERE, "peers", "paddle_core.py"), repeat)
-    t_reader = harness.timed(feedline_reader_api, repeat=repeat)
-    t_dataset = harness.timed(feedline_dataset_api, repeat=repeat)
-    t_serial = harness.timed(serial, repeat=1, warmup=0)
-    t_w1 = harness.timed(feedline_workers(1), repeat=1)
-    t_w2 = harness.timed(feedline_workers(2), repeat=1)
-    t_xmap = harness.timed(feedline_xmap, repeat=1)
+    t_reader, t_dataset = interleaved([feedline_reader_api, feedline_dataset_api], repeat)
+    # one run of each per round, best per variant, so that drift in this machine's speed
+    # hits every variant alike
+    t_serial, t_w1, t_w2, t_xmap = interleaved(
+        [serial, feedline_workers(1), feedline_workers(2), feedline_xmap], repeat)
 
     n = w.N_ITEMS
     paddle_rate = n / peer["pipeline_s"] if peer else None
@@ -93,8 +102,8 @@ def main() -> None:
         "",
         harness.markdown_table(["pipeline", "items/s", "vs paddle.reader"], rows),
         "",
-        f"CPU-bound pure-Python mapper ({w.CPU_WORK:,} loop steps per item, {m} items). "
-        "Ratio = speed-up over the in-thread run.",
+        f"CPU-bound pure-Python mapper ({w.CPU_WORK:,} loop steps per item, {m} items), "
+        f"best of {repeat} interleaved rounds. Ratio = speed-up over the in-thread run.",
         "",
         harness.markdown_table(["mapper", "items/s", "speed-up"], rows2),
         "",

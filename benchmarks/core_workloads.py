@@ -8,7 +8,7 @@ from __future__ import annotations
 N_ITEMS = 1_000_000
 SHUFFLE_BUFFER = 10_000
 BATCH = 128
-CPU_ITEMS = 400
+CPU_ITEMS = 800
 CPU_WORK = 60_000
 
 

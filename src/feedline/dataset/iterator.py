@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from feedline._closing import Closeable
 from feedline.exceptions import StateError
 
-__all__ = ["DatasetIterator", "check_state"]
+__all__ = ["DatasetIterator", "TransformIterator", "check_state"]
 
 T = TypeVar("T")
 
@@ -73,6 +73,41 @@ class DatasetIterator(Closeable, Iterator[T]):
         ``set_state``. The default is ``self``.
         """
         return self
+
+
+class TransformIterator(DatasetIterator[T]):
+    """A stateless per-item stage: ``transform(source)`` (e.g. ``lambda s: map(fn, s)`` or
+    ``lambda s: filter(pred, s)``) applied to the parent's fast path, lazily. Its state is
+    the parent's, since it holds no item of its own.
+
+    >>> from feedline import Dataset
+    >>> it = TransformIterator(Dataset.range(4).iterator(), lambda s: map(str, s))
+    >>> list(it)
+    ['0', '1', '2', '3']
+    """
+
+    def __init__(self, parent: DatasetIterator, transform: Any) -> None:
+        self._parent = parent
+        self._transform = transform
+        self._it: Iterator[T] | None = None
+
+    def _fast(self) -> Iterator[T]:
+        if self._it is None:
+            self._it = self._transform(self._parent._fast())
+        return self._it
+
+    def __next__(self) -> T:
+        return next(self._it if self._it is not None else self._fast())
+
+    def get_state(self) -> dict[str, Any]:
+        return self._parent.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._parent.set_state(state)
+        self._it = None
+
+    def close(self) -> None:
+        self._parent.close()
 
 
 def check_state(state: Any, kind: str, keys: tuple[str, ...]) -> dict[str, Any]:

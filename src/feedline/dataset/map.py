@@ -24,7 +24,7 @@ from typing import Any
 
 from feedline._validate import callable_arg, optional_positive_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
-from feedline.dataset.iterator import DatasetIterator
+from feedline.dataset.iterator import DatasetIterator, TransformIterator
 
 __all__ = ["map_dataset", "MapDataset", "RandomAccessMapDataset"]
 
@@ -75,32 +75,8 @@ class MapDataset(Dataset):
         return self._name
 
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
-        return _MapIterator(self._parents[0]._build(ctx), self._fn)
-
-
-class _MapIterator(DatasetIterator):
-    def __init__(self, parent: DatasetIterator, fn: Callable) -> None:
-        self._parent = parent
-        self._fn = fn
-        self._it: Iterator | None = None
-
-    def _fast(self) -> Iterator:
-        if self._it is None:
-            self._it = map(self._fn, self._parent._fast())
-        return self._it
-
-    def __next__(self) -> Any:
-        return next(self._it if self._it is not None else self._fast())
-
-    def get_state(self) -> dict[str, Any]:
-        return self._parent.get_state()
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._parent.set_state(state)
-        self._it = None
-
-    def close(self) -> None:
-        self._parent.close()
+        fn = self._fn
+        return TransformIterator(self._parents[0]._build(ctx), lambda source: map(fn, source))
 
 
 class RandomAccessMapDataset(RandomAccessDataset):
