@@ -315,3 +315,19 @@ def test_worker_processes_give_the_same_batches(packed, leak_check):
             np.testing.assert_array_equal(l1, l2)
             np.testing.assert_array_equal(d1, d2)
     leak_check.assert_clean()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+def test_thread_and_process_backends_give_identical_batches(packed, dtype, leak_check):
+    kw = {} if dtype == "uint8" else {"mean_r": 120.0, "std_g": 50.0}
+    batches = {}
+    for backend in ("thread", "process"):
+        it = make(packed, preprocess_threads=2, backend=backend, shuffle=True, seed=5,
+                  dtype=dtype, rand_crop=True, rand_mirror=True, **kw)
+        with it:
+            batches[backend] = [(d.copy(), lbl.copy()) for d, lbl in it]
+        it.dataset.close()
+    assert len(batches["thread"]) == len(batches["process"]) > 0
+    for (d1, l1), (d2, l2) in zip(batches["thread"], batches["process"]):
+        assert d1.dtype == np.dtype(dtype) and np.array_equal(d1, d2) and np.array_equal(l1, l2)
+    leak_check.assert_clean()

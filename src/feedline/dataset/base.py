@@ -221,13 +221,15 @@ class Dataset(Generic[T]):
         seed: int | None = None,
         name: str | None = None,
         buffer_size: int | None = None,
+        backend: str = "process",
     ) -> Dataset:
-        """Apply ``fn`` to every item; see :mod:`feedline.dataset.map`."""
+        """Apply ``fn`` to every item, in this thread, ``workers`` processes, or ``workers``
+        threads (``backend="thread"``); see :mod:`feedline.dataset.map`."""
         from feedline.dataset.map import map_dataset
 
         return map_dataset(
             self, fn, workers=workers, ordered=ordered, seed=seed, name=name,
-            buffer_size=buffer_size,
+            buffer_size=buffer_size, backend=backend,
         )
 
     def filter(self, predicate: Callable[[T], bool]) -> Dataset[T]:

@@ -7,6 +7,9 @@
   ``ordered=False`` yields results as they are ready. ``workers="auto"`` picks the count
   by measuring. ``seed`` seeds the workers' ``random``/``numpy``/``torch`` generators per
   (seed, worker, epoch).
+* ``workers=N, backend="thread"`` runs ``fn`` in ``N`` threads of this process (see
+  :mod:`feedline.dataset.thread_map`): for functions that release the GIL (image
+  decoding, numpy, zlib, I/O), with no pickling and no copies.
 
 The state of an in-thread map is its parent's state: ``fn`` is applied to whatever the
 parent yields next.
@@ -22,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from feedline._validate import callable_arg, optional_positive_int
+from feedline._validate import callable_arg, one_of, optional_positive_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, TransformIterator
 
@@ -42,12 +45,21 @@ def map_dataset(
     seed: int | None = None,
     name: str | None = None,
     buffer_size: int | None = None,
+    backend: str = "process",
 ) -> Dataset:
-    """Build the right map stage for ``workers``; see the module docstring."""
+    """Build the right map stage for ``workers`` and ``backend``; see the module docstring."""
     callable_arg("fn", fn)
     label = name or f"map({_fn_name(fn)})"
     optional_positive_int("buffer_size", buffer_size)
-    if workers == "auto" or (isinstance(workers, int) and not isinstance(workers, bool) and workers > 0):
+    one_of("backend", backend, ("process", "thread"))
+    parallel = workers == "auto" or (
+        isinstance(workers, int) and not isinstance(workers, bool) and workers > 0)
+    if parallel and backend == "thread":
+        from feedline.dataset.thread_map import ThreadMapDataset
+
+        return ThreadMapDataset(parent, fn, workers=workers, ordered=ordered,
+                                buffer_size=buffer_size, name=label)
+    if parallel:
         from feedline.dataset.parallel_map import ParallelMapDataset
 
         return ParallelMapDataset(
