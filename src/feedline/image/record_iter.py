@@ -23,15 +23,16 @@ Every stage before the first map is random access, so the map's workers read the
 records themselves (only batch numbers are handed to them) and decode and augment each
 image straight into its row of the batch array: no per-image messages, no stacking.
 
-``backend="thread"`` (the default, as MXNet's ``preprocess_threads`` are threads):
-libjpeg-turbo and numpy release the GIL, so threads decode in parallel; they also
+``backend="thread"``: libjpeg-turbo and numpy release the GIL, so threads decode in
+parallel (MXNet's ``preprocess_threads`` are threads too); they also
 normalise each image, fused with HWC -> CHW, straight into the ``float32`` batch, which
 the consumer receives without any copy. ``backend="process"``: worker processes send
 ``uint8`` batches back through shared memory (one copy per batch, a quarter of the bytes
 of ``float32``), and the ``float32`` conversion and normalisation run once per batch,
 vectorised, in the prefetch thread. On this project's 2-core machine the thread backend
-was about 10% faster for ``float32`` output and equal for ``uint8``; both give
-bit-identical batches. The arithmetic is the per-image
+was about 10% faster for ``float32`` output and up to 10% slower for ``uint8``, so
+``backend="auto"`` (the default) picks threads for ``float32`` and processes for
+``uint8``. Both give bit-identical batches. The arithmetic is the per-image
 :class:`~feedline.image.augment.Normalize`'s, so the values are bit-identical.
 
 Semantics, field by field:
@@ -68,8 +69,8 @@ Semantics, field by field:
   decodes it; the shuffle order of epoch ``e`` from ``(seed, e)``. Epoch ``e`` is the
   ``e``-th pass (``reset()`` or a new ``for`` loop after the end starts the next one).
 * **backend**: ``preprocess_threads`` workers decode and augment (``0``: in the
-  consuming thread), threads or processes as ``backend`` says (``"thread"`` or
-  ``"process"``, a feedline addition), ``prefetch_buffer`` batches are prepared ahead, ``dtype``
+  consuming thread), threads or processes as ``backend`` says (``"auto"``, ``"thread"``
+  or ``"process"``, a feedline addition), ``prefetch_buffer`` batches are prepared ahead, ``dtype``
   ``"float32"`` or ``"uint8"`` (no normalisation).
 * **resume**: ``it.get_state()`` / ``it.set_state(state)`` (or ``state=`` in the
   constructor) continue with exactly the batches the uninterrupted iterator would have
@@ -470,7 +471,7 @@ class ImageRecordIter(Closeable):
         mean_img: Any = None,
         augmenter: Compose | None = None,
         preprocess_threads: int = 4,
-        backend: str = "thread",
+        backend: str = "auto",
         prefetch_buffer: int = 4,
         shuffle: bool = False,
         seed: int = 0,
@@ -495,7 +496,10 @@ class ImageRecordIter(Closeable):
         self.output = one_of("output", output, ("numpy", "torch"))
         self.seed = non_negative_int("seed", seed)
         non_negative_int("preprocess_threads", preprocess_threads)
-        self.backend = one_of("backend", backend, ("thread", "process"))
+        one_of("backend", backend, ("auto", "thread", "process"))
+        if backend == "auto":  # what measured faster: see the module docstring
+            backend = "thread" if self.dtype == "float32" else "process"
+        self.backend = backend
         positive_int("prefetch_buffer", prefetch_buffer)
         self.round_batch = bool(round_batch)
         self.shuffle = bool(shuffle)
