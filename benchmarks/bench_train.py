@@ -34,7 +34,7 @@ import torch  # noqa: E402
 from feedline import Dataset, data_type  # noqa: E402
 from feedline.demo.data import load, pack  # noqa: E402
 from feedline.demo.network import mlp  # noqa: E402
-from feedline.demo.pipeline import close_workers, train_pipeline  # noqa: E402
+from feedline.demo.pipeline import train_pipeline  # noqa: E402
 from feedline.train import AdamOptimizer, RunnerBuilder, network  # noqa: E402
 
 from harness import (  # noqa: E402
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
             close_memory()
             close_ahead()
             close_files()
-            close_workers(records)
+            records.close()
 
     r_loop, r_memory, r_ahead, r_files = (rate(n, t) for t in (t_loop, t_memory, t_ahead, t_files))
     rows = [

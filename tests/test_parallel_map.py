@@ -40,12 +40,7 @@ def closing():
     made = []
     yield made.append
     for ds in made:
-        close_workers(ds)
-
-
-def close_workers(ds):
-    """Close every parallel stage in ``ds``'s chain."""
-    ds.close()
+        ds.close()
 
 
 # ---------------------------------------------------------------------------- results

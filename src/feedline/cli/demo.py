@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
     from feedline.demo.data import load, pack
     from feedline.demo.network import digits_network
-    from feedline.demo.pipeline import close_workers, test_pipeline, train_pipeline
+    from feedline.demo.pipeline import test_pipeline, train_pipeline
     from feedline.train import RunnerBuilder
     from feedline.train.builder import summarize
     from feedline.train.checkpoint import latest_checkpoint, save_params
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 updater.restore()
     finally:
-        close_workers(train_ds)
+        train_ds.close()
 
     summary = _summary(result, stats, time.perf_counter() - started, images, out)
     if not args.no_plot and result.passes:

@@ -32,7 +32,7 @@ from feedline.dataset.base import Dataset
 from feedline.demo.data import decode_example, decode_record
 from feedline.io.files import files
 
-__all__ = ["train_pipeline", "test_pipeline", "close_workers"]
+__all__ = ["train_pipeline", "test_pipeline"]
 
 
 def _recordio(path: str) -> Dataset:
@@ -65,19 +65,3 @@ def test_pipeline(paths: Sequence[str], *, scale: float, batch_size: int = 256) 
             .interleave(_tfrecord, cycle_length=1)
             .map(decode, name="map(parse_example)")
             .batch(batch_size))
-
-
-def close_workers(ds: Dataset) -> None:
-    """Stop the worker processes of every stage of ``ds`` that has them (a
-    ``map(..., workers=N)`` keeps its workers between epochs until closed)."""
-    seen: set[int] = set()
-    stack = [ds]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        closer = getattr(node, "close", None)
-        if callable(closer):
-            closer()
-        stack.extend(getattr(node, "_parents", ()))
