@@ -103,6 +103,18 @@ class _Layout:
         )
 
 
+def _set_options(obj: Any, paths: Any, record_bytes: int, header_bytes: int,
+                 footer_bytes: int, on_error: str, storage_options: dict | None) -> None:
+    """Validate the options :class:`FixedLengthRecords` and :class:`FixedLengthIterator`
+    share and set them as attributes of ``obj``."""
+    obj.paths = _as_paths(paths)
+    obj.record_bytes = positive_int("record_bytes", record_bytes)
+    obj.header_bytes = non_negative_int("header_bytes", header_bytes)
+    obj.footer_bytes = non_negative_int("footer_bytes", footer_bytes)
+    obj.on_error = check_on_error(on_error)
+    obj.storage_options = storage_options
+
+
 class FixedLengthRecords:
     """Random access to the fixed-length records of one or more files.
 
@@ -126,12 +138,8 @@ class FixedLengthRecords:
         on_error: str = "raise",
         storage_options: dict | None = None,
     ) -> None:
-        self.paths = _as_paths(paths)
-        self.record_bytes = positive_int("record_bytes", record_bytes)
-        self.header_bytes = non_negative_int("header_bytes", header_bytes)
-        self.footer_bytes = non_negative_int("footer_bytes", footer_bytes)
-        self.on_error = check_on_error(on_error)
-        self.storage_options = storage_options
+        _set_options(self, paths, record_bytes, header_bytes, footer_bytes, on_error,
+                     storage_options)
         self._layouts: list[_Layout] | None = None
 
     def _layout(self) -> list[_Layout]:
@@ -220,12 +228,8 @@ class FixedLengthIterator(DatasetIterator[bytes]):
         on_error: str = "raise",
         storage_options: dict | None = None,
     ) -> None:
-        self.paths = _as_paths(paths)
-        self.record_bytes = positive_int("record_bytes", record_bytes)
-        self.header_bytes = non_negative_int("header_bytes", header_bytes)
-        self.footer_bytes = non_negative_int("footer_bytes", footer_bytes)
-        self.on_error = check_on_error(on_error)
-        self.storage_options = storage_options
+        _set_options(self, paths, record_bytes, header_bytes, footer_bytes, on_error,
+                     storage_options)
         self.skipped = 0
         self._file = 0
         self._offset: int | None = None  # None: the file has not been opened yet
