@@ -14,7 +14,7 @@ sklearn_datasets = pytest.importorskip("sklearn.datasets")
 
 from feedline import recordio  # noqa: E402
 from feedline.exceptions import DecodeError, StateError  # noqa: E402
-from feedline.image.augment import CenterCrop, Compose, Normalize, ToCHW  # noqa: E402
+from feedline.image.augment import CenterCrop, Compose, Normalize, Resize, ToCHW  # noqa: E402
 from feedline.image.codec import decode  # noqa: E402
 from feedline.image.listfile import ListItem, write_list  # noqa: E402
 from feedline.image.pack import pack_images  # noqa: E402
@@ -200,6 +200,48 @@ def test_custom_augmenter_and_mean_image(packed, tmp_path):
         make(packed, mean_img=mean[..., None])
     with_file.close()
     manual.close()
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_a_missing_mean_image_is_computed_saved_in_mxnet_format_and_reused(packed, tmp_path, threads):
+    from feedline import ndarray_file
+
+    path = tmp_path / "mean.bin"
+    it = make(packed, mean_img=str(path), rand_crop=True, rand_mirror=True, resize=36,
+              preprocess_threads=threads, num_parts=2, part_index=1)
+    saved = ndarray_file.load(path)
+    assert list(saved) == ["mean_img"] and saved["mean_img"].dtype == np.float32
+    # the mean over all 23 records (both parts) of resize 36 -> centre crop 32, nothing random
+    _, _, originals = packed
+    crop = Compose([Resize(36),
+                    CenterCrop(32), ToCHW()])
+    want = np.mean([crop(decode(originals[i])).astype(np.float64) for i in range(N)], axis=0)
+    np.testing.assert_allclose(saved["mean_img"], want, rtol=1e-5)
+    it.close()
+    # an existing file is read, not recomputed: change it and the output follows
+    ndarray_file.save(path, {"mean_img": np.full((3, 32, 32), 100, np.float32)})
+    first = make(packed, mean_img=str(path), round_batch=False)
+    plain = make(packed, round_batch=False)
+    np.testing.assert_allclose(next(first)[0], next(plain)[0] - 100, rtol=1e-6)
+    first.close()
+    plain.close()
+
+
+def test_mean_image_written_by_mxnet_is_read(packed, tmp_path):
+    import pathlib
+
+    from feedline import ndarray_file
+
+    fixture = pathlib.Path(__file__).resolve().parent / "peer_outputs" / "mxnet_ndarray"
+    mean = ndarray_file.load(fixture / "mean_img.bin")["mean_img"]  # (3, 4, 5), from mx.nd.save
+    it = make(packed, data_shape=(3, 4, 5), mean_img=str(fixture / "mean_img.bin"), round_batch=False)
+    plain = make(packed, data_shape=(3, 4, 5), round_batch=False)
+    np.testing.assert_allclose(next(it)[0], next(plain)[0] - mean, rtol=1e-5, atol=1e-4)
+    ndarray_file.save(tmp_path / "two.bin", {"a": mean, "b": mean})
+    with pytest.raises(ValueError, match=r"two.bin' holds no 'mean_img' array"):
+        make(packed, data_shape=(3, 4, 5), mean_img=str(tmp_path / "two.bin"))
+    it.close()
+    plain.close()
 
 
 def test_multi_label_records(packed, tmp_path):

@@ -82,6 +82,29 @@ def test_truncated_gzip_text(tmp_path):
         list(text.read_lines(path))
 
 
+@pytest.mark.parametrize("body", [
+    b"\x1f\x8b\n\n",                      # the gzip magic without the deflate byte
+    b"\x1f\x8b\x08 looks like gzip\nend\n",  # a gzip header that does not inflate
+    b"\x1f\x8b\x08\x00\n",                 # a gzip header cut short, the whole file
+])
+def test_text_that_starts_like_gzip_reads_as_text(tmp_path, body):
+    path = tmp_path / "f"
+    path.write_bytes(body)
+    assert text.detect_compression(path) is None
+    assert b"\n".join(text.read_lines(path)) + b"\n" == body
+
+
+def test_a_small_truncated_gz_file_raises_rather_than_reading_as_text(tmp_path):
+    blob = gzip.compress(b"one\ntwo\n")
+    (tmp_path / "t.gz").write_bytes(blob[:-6])
+    (tmp_path / "t.txt").write_bytes(blob[:-6])
+    assert text.detect_compression(tmp_path / "t.gz") == "GZIP"
+    with pytest.raises(CorruptRecordError, match=r"t.gz: line 3 at byte 8: GZIP stream: the "
+                       r"compressed data ends before the stream does \(after 8 decompressed"):
+        list(text.read_lines(tmp_path / "t.gz"))
+    assert text.detect_compression(tmp_path / "t.txt") is None  # no name to go by: text
+
+
 @pytest.mark.parametrize("compression", [None, "GZIP"])
 def test_resume_at_every_step(tmp_path, compression):
     path = tmp_path / "s"

@@ -40,6 +40,7 @@ __all__ = [
     "COMPRESSIONS",
     "normalize",
     "sniff",
+    "window_bits",
     "DecompressReader",
     "CompressWriter",
     "open_reader",
@@ -79,15 +80,24 @@ def normalize(value: Any, *, allow_auto: bool, name: str = "compression") -> str
     raise ValueError(f"`{name}` must be one of {choices}, got {value!r}")
 
 
+def window_bits(compression: str) -> int:
+    """The ``wbits`` argument of :func:`zlib.decompressobj` for ``"GZIP"`` or ``"ZLIB"``.
+
+    >>> window_bits("GZIP"), window_bits("ZLIB")
+    (31, 15)
+    """
+    return _WBITS[compression]
+
+
 def sniff(head: bytes) -> str | None:
     """Guess the compression from a file's first bytes: ``"GZIP"`` for the gzip magic
-    ``1f 8b``, ``"ZLIB"`` for a valid zlib header (deflate, window <= 32 KiB, header
+    ``1f 8b 08`` (deflate), ``"ZLIB"`` for a valid zlib header (deflate, window <= 32 KiB, header
     checksum divisible by 31), else ``None``.
 
     Formats whose own header could look like a zlib header (a TFRecord whose first
     length byte is ``0x78``) must be checked by the caller first.
     """
-    if len(head) >= 2 and head[0] == 0x1F and head[1] == 0x8B:
+    if head[:3] == b"\x1f\x8b\x08":
         return "GZIP"
     if len(head) >= 2:
         cmf, flg = head[0], head[1]
@@ -114,6 +124,7 @@ class DecompressReader(io.RawIOBase):
         self._started = False  # the current stream has consumed input
         self._done = False
         self._failed: CorruptRecordError | None = None
+        self._produced = 0  # bytes decompressed so far (some may not be returned yet)
         self.position = 0
 
     def readable(self) -> bool:
@@ -122,7 +133,7 @@ class DecompressReader(io.RawIOBase):
     def _error(self, message: str, exc: BaseException | None = None) -> CorruptRecordError:
         """Build the error and remember it: every later read raises it again."""
         err = CorruptRecordError(
-            f"{self._compression} stream: {message} (after {self.position} decompressed bytes)",
+            f"{self._compression} stream: {message} (after {self._produced} decompressed bytes)",
             path=self._path,
         )
         if exc is not None:
@@ -163,6 +174,7 @@ class DecompressReader(io.RawIOBase):
             except zlib.error as exc:
                 raise self._error(str(exc), exc) from exc
             if out:
+                self._produced += len(out)
                 return out
         return b""
 

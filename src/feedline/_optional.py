@@ -10,13 +10,21 @@ ImportError: no_such_module_xyz is needed for this feature: pip install 'feedlin
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
 
 __all__ = ["require"]
 
 
 def require(module: str, *, extra: str) -> ModuleType:
-    """Import ``module`` or raise ``ImportError`` naming ``pip install 'feedline[extra]'``."""
+    """Import ``module`` or raise ``ImportError`` naming ``pip install 'feedline[extra]'``.
+
+    A module already imported is returned from ``sys.modules`` at once (hot paths call
+    this per batch).
+    """
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return loaded
     try:
         return importlib.import_module(module)
     except ImportError as exc:

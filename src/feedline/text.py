@@ -4,8 +4,8 @@
 line without a newline is yielded too, and a final newline does not make an extra empty
 line. Lines are ``bytes`` (as TensorFlow's strings are) unless ``encoding`` is given.
 GZIP and ZLIB files are read through (``compression="auto"`` detects them; a file that
-merely starts with bytes that look like a zlib header but does not decompress is read
-as plain text). :func:`write_lines` writes them. Local paths and fsspec URLs
+merely starts with bytes that look like a gzip or zlib header but does not decompress
+is read as plain text, unless its name ends in ``.gz``, ``.zlib`` and the like). :func:`write_lines` writes them. Local paths and fsspec URLs
 (``s3://``, ``gs://``, ``memory://``, ``file://``, with ``storage_options``) are read
 alike; the file is opened on the first read.
 
@@ -48,26 +48,48 @@ def detect_compression(
     path: str | os.PathLike, *, storage_options: dict | None = None
 ) -> str | None:
     """``"GZIP"``, ``"ZLIB"`` or ``None`` for the file at ``path`` (a local path or a URL;
-    ``storage_options`` go to fsspec): the gzip magic, or a zlib header whose first
-    kilobytes actually decompress."""
+    ``storage_options`` go to fsspec): a gzip or zlib header whose first kilobytes
+    actually decompress, or any such header in a file named ``*.gz``, ``*.zlib``, ...
+
+    >>> import gzip, os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(d, "a.txt"), "wb").write(gzip.compress(b"x\\n"))
+    >>> _ = open(os.path.join(d, "b.txt"), "wb").write(b"x^ is text\\n")
+    >>> detect_compression(os.path.join(d, "a.txt")), detect_compression(os.path.join(d, "b.txt"))
+    ('GZIP', None)
+    """
     with open_file(path, "rb", storage_options=storage_options) as f:
         return _detect(f)
 
 
 def _detect(f: Any) -> str | None:
-    """Detect the compression from the first bytes of the open binary file ``f``."""
+    """Detect the compression from the first bytes of the open binary file ``f``.
+
+    Text can start with bytes that look like a gzip or zlib header (``"x^"`` is a valid
+    zlib header), so the magic alone decides only for a file named ``*.gz``/``*.gzip``
+    (GZIP) or ``*.zz``/``*.zlib``/``*.z`` (ZLIB), where damage must raise rather than
+    read as text. Any other file counts as compressed only if its first 4 KiB inflate
+    without error and, when that is the whole file, form a complete stream.
+    """
     head = f.read(4096)
     whole = not f.read(1)
     kind = _compression.sniff(head)
-    if kind == "ZLIB":
-        d = zlib.decompressobj()
-        try:
-            d.decompress(head)
-        except zlib.error:
-            return None
-        if whole and not d.eof:  # the whole file was seen and is no complete stream
-            return None
+    if kind is None:
+        return None
+    name = str(getattr(f, "name", None) or getattr(f, "path", "")).lower()
+    if name.endswith(_SUFFIXES[kind]):
+        return kind
+    d = zlib.decompressobj(_compression.window_bits(kind))
+    try:
+        d.decompress(head)
+    except zlib.error:
+        return None
+    if whole and not d.eof:  # the whole file was seen and is no complete stream
+        return None
     return kind
+
+
+_SUFFIXES = {"GZIP": (".gz", ".gzip"), "ZLIB": (".zz", ".zlib", ".z")}
 
 
 class TextLineReader(DatasetIterator[Any]):

@@ -59,7 +59,11 @@ Semantics, field by field:
   the centre —, ``brightness``/``contrast``/``saturation`` jitter, ``rand_mirror``
   (probability 0.5) or ``mirror`` (always), then for ``float32`` output
   ``(x - mean) / std * scale`` per channel (``mean_r/g/b``, ``std_r/g/b``) or ``(x -
-  mean_img) * scale`` with a mean image (``.npy`` file or array, shape ``data_shape``).
+  mean_img) * scale`` with a mean image of shape ``data_shape``: an array, a ``.npy``
+  file, or an MXNet NDArray file (``mx.nd.save``'s format, the array named
+  ``mean_img``); a ``mean_img`` path that does not exist is computed, as MXNet does, over
+  every record (resized, padded and centre-cropped, nothing random) and saved there in
+  MXNet's format.
   ``inter_method`` 0/1/2/4 is nearest/bilinear/bicubic/lanczos (MXNet's 3 = area maps
   to Pillow's ``box``). An image smaller than ``(H, W)`` after resize and pad raises.
   ``augmenter=`` replaces all of this by any :class:`~feedline.image.augment.Compose`
@@ -76,8 +80,9 @@ Semantics, field by field:
   constructor) continue with exactly the batches the uninterrupted iterator would have
   produced next.
 
-Deviations from MXNet, on purpose: ``verbose`` defaults to ``False``; ``mean_img`` is a
-``.npy`` file (MXNet's NDArray ``.bin`` is not read, nor computed when missing); a
+Deviations from MXNet, on purpose: ``verbose`` defaults to ``False``; a computed
+``mean_img`` covers all records of all parts (MXNet's covers its own part) through the
+deterministic steps only, so every rank gets the same one; a
 corrupt image raises :class:`~feedline.exceptions.DecodeError` naming the file and
 record instead of being logged and skipped.
 
@@ -517,6 +522,9 @@ class ImageRecordIter(Closeable):
             format = "tfrecord" if all(p.endswith(".tfrecord") for p in paths) else "recordio"
         self.format = one_of("format", format, ("recordio", "tfrecord"))
 
+        self._files = _Files(paths, idx_paths, self.format)
+        self._preprocess_threads = preprocess_threads
+        self._verbose = bool(verbose)
         if augmenter is not None:
             if not isinstance(augmenter, Compose):
                 raise TypeError(f"`augmenter` must be a feedline.image.Compose, got {augmenter!r}")
@@ -532,7 +540,6 @@ class ImageRecordIter(Closeable):
                 std=(std_r, std_g, std_b), scale=scale, mean_img=mean_img,
             )
 
-        self._files = _Files(paths, idx_paths, self.format)
         begin, end = part_range(len(self._files), self.num_parts, self.part_index)
         self.num_records = end - begin
         source: RandomAccessDataset = _PartSource(self._files, begin, end)
@@ -619,6 +626,10 @@ class ImageRecordIter(Closeable):
             augs.append(RandomCrop((h, w)))
         else:
             augs.append(CenterCrop((h, w)))
+        # what the mean image is computed through: everything but the random steps
+        fixed = [a for a in augs if not isinstance(a, (RandomResizedCrop, RandomCrop))]
+        if len(fixed) < len(augs):
+            fixed.append(CenterCrop((h, w)))
         jitter = [_number(k, kw[k]) for k in ("brightness", "contrast", "saturation")]
         if any(jitter):
             augs.append(ColorJitter(*jitter))
@@ -643,9 +654,10 @@ class ImageRecordIter(Closeable):
                 )
             return Compose([*augs, ToCHW(), Cast("uint8")]), None
         if mean_img is not None:
-            image = np.load(os.fspath(mean_img)) if isinstance(mean_img, (str, os.PathLike)) else (
-                np.asarray(mean_img, dtype=np.float32)
-            )
+            if isinstance(mean_img, (str, os.PathLike)):
+                image = self._mean_image(os.fspath(mean_img), fixed)
+            else:
+                image = np.asarray(mean_img, dtype=np.float32)
             if image.shape != (c, h, w):
                 raise ValueError(
                     f"`mean_img` must have shape data_shape {(c, h, w)}, got {image.shape}"
@@ -654,6 +666,49 @@ class ImageRecordIter(Closeable):
         else:
             normalize = Normalize(mean=mean, std=[s / scale for s in std])
         return Compose([*augs, ToCHW(), Cast("uint8")]), normalize
+
+    def _mean_image(self, path: str, fixed: list) -> np.ndarray:
+        """Load the mean image at ``path`` (``.npy``, or an MXNet NDArray file holding
+        ``mean_img`` or a single array), or compute it over every record and save it
+        there (as MXNet does) when the file does not exist."""
+        from feedline import ndarray_file
+
+        if not os.path.exists(path):
+            image = self._compute_mean_image(fixed)
+            ndarray_file.save(path, {"mean_img": image})
+            if self._verbose:
+                print(f"ImageRecordIter: saved the mean of {len(self._files)} images to {path}",
+                      file=sys.stderr)
+            return image
+        if path.endswith(".npy"):
+            return np.load(path).astype(np.float32, copy=False)
+        loaded = ndarray_file.load(path)
+        if isinstance(loaded, dict):
+            image = loaded.get("mean_img", None if len(loaded) != 1 else next(iter(loaded.values())))
+        else:
+            image = loaded[0] if len(loaded) == 1 else None
+        if image is None:
+            raise ValueError(f"`mean_img` file {path!r} holds no 'mean_img' array")
+        return image.astype(np.float32, copy=False)
+
+    def _compute_mean_image(self, fixed: list) -> np.ndarray:
+        """Mean over all records (every part) of the images after resize, pad and a
+        centre crop: float32 ``data_shape``."""
+        files = self._files
+        if not len(files):
+            raise ValueError("cannot compute `mean_img` over record files with no records")
+        decoder = _BatchDecoder(
+            fmt=self.format, data_shape=self.data_shape, label_width=self.label_width,
+            dtype="uint8", augmenter=Compose([*fixed, ToCHW(), Cast("uint8")]), seed=self.seed,
+            paths=list(files.paths), starts=list(files.starts),
+        )
+        groups = _Batches(_PartSource(files, 0, len(files)), 64)
+        total = np.zeros(self.data_shape, dtype=np.float64)
+        with groups.map(decoder, workers=self._preprocess_threads, backend="thread",
+                        name="mean_img").iterator() as it:
+            for data, _label in it:
+                total += data.sum(axis=0, dtype=np.float64)
+        return (total / len(files)).astype(np.float32)
 
     # ------------------------------------------------------------------ iterating
     def __len__(self) -> int:

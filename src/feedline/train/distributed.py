@@ -32,6 +32,8 @@ the single-process run on the global batch up to floating-point rounding.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import math
 import os
 import pickle
@@ -90,7 +92,9 @@ def init_from_env(backend: str | None = None) -> bool:
     """Join the process group that torchrun's environment describes.
 
     Returns True when a group is initialized afterwards (already, or now because
-    ``WORLD_SIZE`` > 1), False for a single-process job.
+    ``WORLD_SIZE`` > 1), False for a single-process job. A group this function creates
+    is destroyed at interpreter exit (unless the program destroyed it first): a gloo
+    group left alive can abort the process while it shuts down.
     """
     if not dist.is_available():
         return False
@@ -106,7 +110,19 @@ def init_from_env(backend: str | None = None) -> bool:
     if backend == "nccl":
         torch.cuda.set_device(local_rank() % torch.cuda.device_count())
     dist.init_process_group(backend=backend, init_method="env://")
+    atexit.register(_destroy_group_at_exit)
     return True
+
+
+def _destroy_group_at_exit() -> None:
+    """Destroy the default process group if it is still alive (an ``atexit`` hook).
+
+    Garbage is collected first, so that a ``DistributedDataParallel`` wrapper left in a
+    reference cycle releases the group while the interpreter is still whole.
+    """
+    if dist.is_available() and dist.is_initialized():
+        gc.collect()
+        dist.destroy_process_group()
 
 
 def wrap_ddp(module: torch.nn.Module, device: torch.device) -> Any:

@@ -3,7 +3,8 @@
 Sets ``context.network``, ``context.module`` (the ``torch.nn.Module``),
 ``context.model`` (what forward calls: the module, or its ``DistributedDataParallel``
 wrapper when ``torch.distributed`` runs with more than one process), ``context.device``,
-``context.rank`` and ``context.world_size``. Its checkpoint entry ``"model"`` holds the
+``context.rank`` and ``context.world_size``; ``finalize`` sets ``context.model`` back to
+the module (releasing the wrapper). Its checkpoint entry ``"model"`` holds the
 module's ``state_dict``; restoring one made for a different model raises
 :class:`~feedline.exceptions.CheckpointError` naming each mismatching parameter.
 
@@ -92,6 +93,13 @@ class CreateModel(RunnerItem):
         context.world_size = world
         context.model = wrap_ddp(module, device) if (world > 1 and self.data_parallel) else module
         next_callback(context)
+
+    def finalize(self, next_callback: Any) -> None:
+        next_callback()
+        # Drop the DistributedDataParallel wrapper now: it keeps the process group's
+        # communication threads alive for as long as it lives, and one freed only while
+        # the interpreter shuts down can abort the process.
+        self.context.model = self.context.module
 
     def state_dict(self) -> dict[str, Any]:
         # live tensors, not copies: a checkpoint serialises them at once
