@@ -13,7 +13,7 @@ pytest.importorskip("PIL.Image")
 sklearn_datasets = pytest.importorskip("sklearn.datasets")
 
 from feedline import recordio  # noqa: E402
-from feedline.exceptions import DecodeError, StateError  # noqa: E402
+from feedline.exceptions import DataError, DecodeError, StateError  # noqa: E402
 from feedline.image.augment import CenterCrop, Compose, Normalize, Resize, ToCHW  # noqa: E402
 from feedline.image.codec import decode  # noqa: E402
 from feedline.image.listfile import ListItem, write_list  # noqa: E402
@@ -242,6 +242,26 @@ def test_mean_image_written_by_mxnet_is_read(packed, tmp_path):
         make(packed, data_shape=(3, 4, 5), mean_img=str(tmp_path / "two.bin"))
     it.close()
     plain.close()
+
+
+def test_labels_from_path_imglist_replace_the_record_labels(packed, tmp_path):
+    # the records carry label i; the list gives image index i the labels (2i, -i)
+    write_list(tmp_path / "two.lst", [ListItem(i, (2.0 * i, -float(i)), f"{i}.jpg")
+                                      for i in reversed(range(N))])
+    it = make(packed, path_imglist=str(tmp_path / "two.lst"), label_width=2, round_batch=False,
+              preprocess_threads=2)
+    labels = np.concatenate([label for _, label in it])
+    assert labels.tolist() == [[2.0 * i, -float(i)] for i in range(N)]
+    it.close()
+    write_list(tmp_path / "short.lst", [ListItem(i, (1.0,), f"{i}.jpg") for i in range(N - 1)])
+    short = make(packed, path_imglist=str(tmp_path / "short.lst"), round_batch=False)
+    with pytest.raises(DecodeError, match=rf"record {N - 1}: the record's image index {N - 1} is "
+                                          r"not in `path_imglist`"):
+        list(short)
+    short.close()
+    with pytest.raises(DataError, match=r"two.lst: image index \d+ has 2 label\(s\) where "
+                                        r"`label_width` is 1"):
+        make(packed, path_imglist=str(tmp_path / "two.lst"))
 
 
 def test_multi_label_records(packed, tmp_path):

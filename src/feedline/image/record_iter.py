@@ -52,6 +52,9 @@ Semantics, field by field:
 * **batch**: ``round_batch=True`` (MXNet's default) completes the last batch of an epoch
   with the first records of that epoch (``it.pad`` tells how many rows are such
   repeats; 0 for every other batch); ``round_batch=False`` yields a smaller last batch.
+* **labels**: from each record's header (``label_width`` of them), or, with
+  ``path_imglist``, from an MXNet ``.lst`` file, looked up by the record's image index
+  (its header id; RecordIO only); a record whose index the list lacks raises.
 * **augmentation** (applied in this order): ``resize`` (shorter side, MXNet's ``-1``
   or ``None`` = off), ``pad``/``fill_value``, then a crop to ``(H, W)`` —
   ``random_resized_crop`` (area ``min_random_area..max_random_area``, aspect ratio
@@ -115,7 +118,7 @@ import numpy as np
 from feedline._closing import Closeable
 from feedline._validate import non_negative_int, one_of, positive_int
 from feedline.dataset.base import Dataset, RandomAccessDataset
-from feedline.exceptions import DecodeError, StateError
+from feedline.exceptions import DataError, DecodeError, StateError
 from feedline.image.augment import (
     Cast,
     CenterCrop,
@@ -307,8 +310,10 @@ class _BatchDecoder:
         seed: int,
         paths: list[str],
         starts: list[int],
+        labels: dict[int, np.ndarray] | None = None,
     ) -> None:
         self.format = fmt
+        self.labels = labels
         self.data_shape = data_shape
         self.label_width = label_width
         self.dtype = dtype
@@ -337,7 +342,15 @@ class _BatchDecoder:
             from feedline.recordio import unpack
 
             header, payload = unpack(record)
-            if header.flag > 0:
+            if self.labels is not None:
+                labels = self.labels.get(header.id)
+                if labels is None:
+                    path, index = self._where(position)
+                    raise DecodeError(
+                        f"the record's image index {header.id} is not in `path_imglist`",
+                        path=path, index=index,
+                    )
+            elif header.flag > 0:
                 labels = np.asarray(header.label, dtype=np.float32)
             else:
                 labels = np.asarray([header.label], dtype=np.float32)
@@ -449,6 +462,7 @@ class ImageRecordIter(Closeable):
         data_shape: Sequence[int],
         batch_size: int,
         path_imgidx: Any = None,
+        path_imglist: Any = None,
         label_width: int = 1,
         round_batch: bool = True,
         resize: int | None = -1,
@@ -523,6 +537,7 @@ class ImageRecordIter(Closeable):
         self.format = one_of("format", format, ("recordio", "tfrecord"))
 
         self._files = _Files(paths, idx_paths, self.format)
+        self._labels = self._label_map(path_imglist)
         self._preprocess_threads = preprocess_threads
         self._verbose = bool(verbose)
         if augmenter is not None:
@@ -568,6 +583,7 @@ class ImageRecordIter(Closeable):
             seed=self.seed,
             paths=paths,
             starts=list(self._files.starts),
+            labels=self._labels,
         )
         grouped = _Batches(source, self.batch_size)
         self._map = grouped.map(decoder, workers=preprocess_threads, name="decode_augment",
@@ -667,6 +683,26 @@ class ImageRecordIter(Closeable):
             normalize = Normalize(mean=mean, std=[s / scale for s in std])
         return Compose([*augs, ToCHW(), Cast("uint8")]), normalize
 
+    def _label_map(self, path_imglist: Any) -> dict[int, np.ndarray] | None:
+        """``{image index: labels}`` from an MXNet ``.lst`` file, or ``None``."""
+        if path_imglist is None or path_imglist == "":
+            return None
+        if self.format != "recordio":
+            raise ValueError("`path_imglist` needs RecordIO records (their header id is the "
+                             "image index); TFRecord images carry their labels")
+        from feedline.image.listfile import read_list
+
+        path = os.fspath(path_imglist)
+        labels: dict[int, np.ndarray] = {}
+        for item in read_list(path):
+            if len(item.labels) != self.label_width:
+                raise DataError(f"image index {item.index} has {len(item.labels)} label(s) where "
+                                f"`label_width` is {self.label_width}", path=path)
+            if item.index in labels:
+                raise DataError(f"image index {item.index} appears twice", path=path)
+            labels[item.index] = np.asarray(item.labels, dtype=np.float32)
+        return labels
+
     def _mean_image(self, path: str, fixed: list) -> np.ndarray:
         """Load the mean image at ``path`` (``.npy``, or an MXNet NDArray file holding
         ``mean_img`` or a single array), or compute it over every record and save it
@@ -700,7 +736,7 @@ class ImageRecordIter(Closeable):
         decoder = _BatchDecoder(
             fmt=self.format, data_shape=self.data_shape, label_width=self.label_width,
             dtype="uint8", augmenter=Compose([*fixed, ToCHW(), Cast("uint8")]), seed=self.seed,
-            paths=list(files.paths), starts=list(files.starts),
+            paths=list(files.paths), starts=list(files.starts), labels=self._labels,
         )
         groups = _Batches(_PartSource(files, 0, len(files)), 64)
         total = np.zeros(self.data_shape, dtype=np.float64)
