@@ -166,7 +166,9 @@ def test_encode_escapes_only_aligned_magic_words():
 
 
 def test_encode_rejects_oversized_payload(monkeypatch):
-    monkeypatch.setattr(recordio, "_MAX_PAYLOAD", 16)  # the real limit is 2**29 - 1
+    from feedline import _recordio_stream
+
+    monkeypatch.setattr(_recordio_stream, "_MAX_PAYLOAD", 16)  # the real limit is 2**29 - 1
     assert len(recordio.encode(b"x" * 16)) == 24
     with pytest.raises(ValueError, match="a RecordIO record holds at most 16 bytes, got 17"):
         recordio.encode(b"x" * 17)

@@ -49,10 +49,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from feedline._on_error import check_on_error
+from feedline._recordio_stream import _MAGIC_BYTES, _records, _Scan, _Window
 from feedline._validate import non_negative_int, one_of, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateError
-from feedline.recordio import _MAGIC_BYTES, _records, _Scan, _Window
 
 __all__ = ["InputSplit", "InputSplitIterator"]
 
