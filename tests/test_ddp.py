@@ -73,7 +73,7 @@ def test_single_process_helpers(monkeypatch):
     assert all_reduce_sum([1, 2.5]) == [1.0, 2.5]
 
 
-def _builder(batch_size, device_count, checkpoint_dir=None):
+def _builder(batch_size, device_count, checkpoint_dir=None, resume=None):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(48, 5)).astype(np.float32)
     y = (x[:, 0] + x[:, 1] > 0).astype(np.int64)
@@ -87,7 +87,7 @@ def _builder(batch_size, device_count, checkpoint_dir=None):
                .with_std_local_trainer(train, batch_size=batch_size)
                .with_std_tester(Dataset.from_arrays(x[:45], y[:45]), batch_size=7))
     if checkpoint_dir is not None:
-        builder.with_checkpoints(checkpoint_dir, every_n_batches=4, keep=None)
+        builder.with_checkpoints(checkpoint_dir, every_n_batches=4, keep=None, resume=resume)
     return builder
 
 
@@ -118,6 +118,20 @@ def test_two_process_gloo_run_matches_single_process_on_the_global_batch(tmp_pat
     assert len(state["rng"]["ranks"]) == 2
     torch.testing.assert_close(ckpt.read_params(tmp_path / names[-1])["0.weight"],
                                multi.params["0.weight"])
+
+    # a new two-process job restored from the mid-pass checkpoint (pass 1, step 8 of 12)
+    # finishes with exactly the parameters and pass means of the uninterrupted job
+    resumed = _builder(batch_size=4, device_count=2, checkpoint_dir=tmp_path / "resumed",
+                       resume=tmp_path / "checkpoint-p0001-s000000008.flc").run(2)
+    assert (resumed.global_step, resumed.samples_seen) == (12, 48)
+    # it trained only the last 4 steps: its own checkpoints start after step 8
+    assert sorted(os.listdir(tmp_path / "resumed")) == ["checkpoint-p0001-s000000012.flc",
+                                                       "checkpoint-p0002-s000000012.flc"]
+    for name, value in multi.params.items():
+        assert torch.equal(resumed.params[name], value), name
+    last, want = resumed.passes[-1], multi.passes[-1]
+    assert (last.pass_id, last.cost, last.metrics) == (want.pass_id, want.cost, want.metrics)
+    assert last.test.cost == want.test.cost
 
 
 TORCHRUN_SCRIPT = '''
