@@ -45,8 +45,9 @@ torch.Size([2, 3])
 
 from __future__ import annotations
 
+import functools
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -56,7 +57,7 @@ from feedline._validate import one_of
 from feedline.feeder import SequenceValue, SparseValue
 from feedline.sequence import SequenceToBatch
 
-__all__ = ["to_torch", "PaddedSequence", "PaddedSubSequence"]
+__all__ = ["to_torch", "converter", "PaddedSequence", "PaddedSubSequence"]
 
 
 class PaddedSequence(NamedTuple):
@@ -79,6 +80,8 @@ class _Converter:
     def __init__(self, torch: Any, device: Any, pin: bool, non_blocking: bool) -> None:
         self.torch = torch
         self.device = None if device is None else torch.device(device)
+        if self.device is not None and self.device.type == "cpu":
+            self.device = None  # from_numpy tensors are on the CPU already
         self.non_blocking = bool(non_blocking)
         self.pin = bool(pin) and _can_pin(torch)
 
@@ -90,6 +93,12 @@ class _Converter:
         if self.pin:
             t = t.pin_memory()
         return self.move(t)
+
+    def from_numpy(self, arr: np.ndarray) -> Any:
+        """:meth:`tensor` for a host array when nothing is pinned or moved."""
+        if not arr.flags.writeable or not arr.flags.c_contiguous:
+            arr = np.array(arr, order="C")
+        return self.torch.from_numpy(arr)
 
     def move(self, t: Any) -> Any:
         if self.device is not None and t.device != self.device:
@@ -151,10 +160,43 @@ def to_torch(
     >>> csr.layout, csr.to_dense().tolist()
     (torch.sparse_csr, [[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
     """
+    return converter(device=device, pin_memory=pin_memory, non_blocking=non_blocking,
+                     sequence=sequence, padding_value=padding_value, batch_first=batch_first,
+                     reverse=reverse)(value)
+
+
+def converter(
+    *,
+    device: Any = None,
+    pin_memory: bool = False,
+    non_blocking: bool = False,
+    sequence: str = "padded",
+    padding_value: float = 0,
+    batch_first: bool = True,
+    reverse: bool = False,
+) -> Callable[[Any], Any]:
+    """:func:`to_torch` with its options checked once: a function of the value alone,
+    for converting batch after batch. A CPU ``device`` converts as ``None`` does.
+
+    >>> import numpy as np
+    >>> convert = converter(device="cpu")
+    >>> convert({"x": np.ones((2, 3), np.float32)})["x"].shape
+    torch.Size([2, 3])
+    """
     torch = require("torch", extra="torch")
     one_of("sequence", sequence, ("padded", "packed", "flat"))
     conv = _Converter(torch, device, pin_memory, non_blocking)
-    return _convert(conv, value, sequence, padding_value, bool(batch_first), bool(reverse))
+    options = (sequence, padding_value, bool(batch_first), bool(reverse))
+    return functools.partial(_convert_value, conv, options)
+
+
+def _convert_value(conv: _Converter, options: tuple, value: Any) -> Any:
+    if type(value) is dict and not conv.pin and conv.device is None:  # the feeder's plain case
+        out = {}
+        for key, v in value.items():
+            out[key] = conv.from_numpy(v) if type(v) is np.ndarray else _convert(conv, v, *options)
+        return out
+    return _convert(conv, value, *options)
 
 
 def _convert(conv: _Converter, value: Any, mode: str, pad: Any, batch_first: bool, reverse: bool) -> Any:

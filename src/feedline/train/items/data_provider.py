@@ -133,6 +133,7 @@ class DataProvider(RunnerItem):
         self.remainder = one_of("remainder", remainder, ("pad", "drop", "keep"))
         self.sequence = one_of("sequence", sequence, ("padded", "packed", "flat"))
         self.non_blocking = bool(non_blocking)
+        self._convert: Any = None  # to_torch with these options, built on first use
         self.stats = bool(stats)
         self.last_stats: Any = None
         self.state_key = state_key
@@ -196,12 +197,15 @@ class DataProvider(RunnerItem):
             batch, values = next(self._it)
         except StopIteration:
             return True
-        from feedline.to_torch import to_torch
-
         ctx = self.context
+        convert = self._convert
+        if convert is None:
+            from feedline.to_torch import converter
+
+            convert = self._convert = converter(device=ctx.device, non_blocking=self.non_blocking,
+                                                sequence=self.sequence)
         ctx.batch = batch
-        ctx.inputs = to_torch(values, device=ctx.device, non_blocking=self.non_blocking,
-                              sequence=self.sequence)
+        ctx.inputs = convert(values)
         ctx.batch_size = len(batch)
         self._count += 1
         return next_callback()

@@ -47,8 +47,6 @@ class TrainOps(RunnerItem):
         self.sums = MetricSums()
 
     def on_batch_begin(self, next_callback: Any) -> bool:
-        import torch
-
         ctx = self.context
         net = ctx.network
         model = ctx.model
@@ -58,11 +56,15 @@ class TrainOps(RunnerItem):
         cost = net.compute_cost(output, ctx.inputs)
         cost.backward()
         ctx.updater.update()
-        with torch.no_grad():
-            metrics = net.compute_metrics(output.detach() if hasattr(output, "detach") else output,
-                                          ctx.inputs)
-        samples, cost_value, metrics = reduce_batch(ctx.batch_size, float(cost.detach().item()), metrics,
-                                              _reduce_device(ctx))
+        # metrics see the detached output: no graph is built, as under no_grad
+        metrics = net.compute_metrics(output.detach() if hasattr(output, "detach") else output,
+                                      ctx.inputs)
+        cost_value = cost.item()
+        if getattr(ctx, "world_size", 1) > 1:
+            samples, cost_value, metrics = reduce_batch(ctx.batch_size, cost_value, metrics,
+                                                        _reduce_device(ctx))
+        else:
+            samples = ctx.batch_size
         ctx.output = output
         ctx.cost = cost_value
         ctx.metrics = metrics
