@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedline import Dataset
-from feedline.dataset.permutation import IndexPermutation
+from feedline.dataset.permutation import TABLE_MAX, IndexPermutation, TablePermutation, permutation
 from feedline.exceptions import (
     ComposeNotAligned,
     StateError,
@@ -355,6 +355,27 @@ def test_fast_iteration_path_equals_indexing(n, nested, arrays, epoch, seed):
     it = ds.iterator(epoch=epoch)
     norm = (lambda x: tuple(int(v) for v in x)) if arrays else int
     assert [norm(x) for x in it] == [norm(x) for x in by_index]
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 3000), seed=st.integers(0, 2**64 - 1))
+def test_table_permutation_is_a_seeded_bijection(n, seed):
+    p = TablePermutation(n, seed)
+    out = p.take(np.arange(n))
+    assert sorted(out.tolist()) == list(range(n))
+    assert [p[k] for k in range(min(n, 20))] == out[:20].tolist()
+    assert TablePermutation(n, seed).take(np.arange(n)).tolist() == out.tolist()
+    with pytest.raises(IndexError, match=rf"index {n} out of range for a permutation of {n}"):
+        p.take([n])
+
+
+def test_global_shuffle_of_a_large_dataset_uses_the_constant_memory_permutation():
+    assert isinstance(permutation(TABLE_MAX, 1), TablePermutation)
+    assert isinstance(permutation(TABLE_MAX + 1, 1), IndexPermutation)
+    ds = Dataset.range(TABLE_MAX + 3).global_shuffle(seed=2)
+    first, second = ds.to_list(), ds.to_list()
+    assert sorted(first) == list(range(TABLE_MAX + 3)) and first != second
+    assert ds._permutation(1).take(np.arange(5)).tolist() == second[:5]
 
 
 @settings(max_examples=50, deadline=None)

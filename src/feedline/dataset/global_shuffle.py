@@ -1,10 +1,11 @@
 """``Dataset.global_shuffle``: a seeded permutation of a random-access dataset.
 
 Item ``i`` of epoch ``e = i // len`` is the parent's item ``perm_e(i % len)`` where
-``perm_e`` is an :class:`~feedline.dataset.permutation.IndexPermutation` seeded with
-``(seed, e)``: a uniform-looking order over the *whole* dataset, a new one every
-epoch, in O(1) extra memory, resuming in O(1) (the state is the index). The result is
-itself random access.
+``perm_e`` is :func:`~feedline.dataset.permutation.permutation` seeded with ``(seed,
+e)``: a uniform-looking order over the *whole* dataset, a new one every epoch, resuming
+in O(1) (the state is the index). Extra memory is bounded whatever the size: a stored
+table of at most 64 Ki entries for a small dataset, a Feistel permutation computed on
+the fly (O(1) memory) above that. The result is itself random access.
 
 >>> ds = Dataset.range(6).global_shuffle(seed=0)
 >>> sorted(ds.to_list()) == list(range(6))
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from feedline.dataset.base import RandomAccessDataset
-from feedline.dataset.permutation import IndexPermutation
+from feedline.dataset.permutation import IndexPermutation, TablePermutation, permutation
 from feedline.dataset.shuffle import resolve_seed
 
 __all__ = ["GlobalShuffleDataset"]
@@ -40,7 +41,7 @@ class GlobalShuffleDataset(RandomAccessDataset):
         self._seed = resolve_seed(seed)
         self._n = len(parent)
         self._perm_epoch = -1
-        self._perm: IndexPermutation | None = None
+        self._perm: IndexPermutation | TablePermutation | None = None
         self._chunk_start = -1
         self._chunk: list[int] = []
 
@@ -51,10 +52,10 @@ class GlobalShuffleDataset(RandomAccessDataset):
     def __len__(self) -> int:
         return self._n
 
-    def _permutation(self, epoch: int) -> IndexPermutation:
+    def _permutation(self, epoch: int) -> IndexPermutation | TablePermutation:
         if epoch != self._perm_epoch:
             mixed = int(np.random.SeedSequence([self._seed, epoch]).generate_state(2, np.uint64)[0])
-            self._perm = IndexPermutation(self._n, mixed)
+            self._perm = permutation(self._n, mixed)
             self._perm_epoch = epoch
             self._chunk_start = -1
         return self._perm  # type: ignore[return-value]

