@@ -64,6 +64,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import select
 import signal
 import struct
 import sys
@@ -76,7 +77,6 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import wait as _wait
 from typing import Any
 
 from feedline.exceptions import (
@@ -436,6 +436,10 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._recycler = BufferRecycler() if self.transport == "shm" else None
         self._finalizer = weakref.finalize(self, _shutdown_links, self._links, self._control)
+        # one poll object over every worker's result pipe and process sentinel, kept for
+        # the pool's life: waiting costs one system call, not a selector per wait
+        self._poller = select.poll()
+        self._fd_owner: dict[int, tuple[int, bool]] = {}  # fd -> (worker, is_sentinel)
         try:
             self.add_workers(workers)
         except BaseException:
@@ -466,7 +470,11 @@ class WorkerPool:
     def add_workers(self, count: int) -> None:
         """Start ``count`` more workers (numbered after the existing ones)."""
         for _ in range(count):
-            self._links.append(self._start_one(len(self._links)))
+            link = self._start_one(len(self._links))
+            self._links.append(link)
+            for fd, is_sentinel in ((link.rx.fileno(), False), (link.process.sentinel, True)):
+                self._poller.register(fd, select.POLLIN)
+                self._fd_owner[fd] = (link.index, is_sentinel)
 
     def _start_one(self, index: int) -> _Link:
         ctx = self._ctx
@@ -557,17 +565,23 @@ class WorkerPool:
         :class:`WorkerDiedError` at once."""
         if self.broken:
             raise PipelineError(f"the workers of stage {self.stage!r} are unusable: {self.broken}")
-        conns = {}
-        sentinels = {}
-        for w in workers:
-            link = self._links[w]
-            conns[link.rx.conn] = w
-            sentinels[link.process.sentinel] = w
-        hits = _wait([*conns, *sentinels], timeout)
-        got = [conns[h] for h in hits if not isinstance(h, int)]
-        for h in hits:
-            w = sentinels.get(h) if isinstance(h, int) else None
-            if w is not None and w not in got and not self._links[w].rx.poll(0):
+        wanted = set(workers)
+        events = self._poller.poll(None if timeout is None else max(0, int(timeout * 1000)))
+        got: list[int] = []
+        dead: list[int] = []
+        for fd, _mask in events:
+            owner = self._fd_owner.get(fd)
+            if owner is None:
+                continue
+            w, is_sentinel = owner
+            if is_sentinel:
+                dead.append(w)
+            elif w in wanted and w not in got:
+                got.append(w)
+        for w in dead:
+            # a worker that died: an error now unless a reply it sent is waiting to be
+            # read (collecting it reports the death next); an idle one is an error too
+            if w not in got and (w not in wanted or not self._links[w].rx.poll(0)):
                 raise self._died(w)
         return got
 
