@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 from typing import Any
 
 import numpy as np
 
+from feedline._atomic import replace_file
 from feedline._closing import Closeable
 from feedline._compression import local_path
 from feedline._on_error import check_on_error
@@ -290,14 +290,5 @@ def build_index(
         ]
     finally:
         win.close()
-    directory, name = os.path.split(os.path.abspath(idx_path))
-    tmp = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.writelines(lines)
-        os.replace(tmp, idx_path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    replace_file(idx_path, "".join(lines).encode("utf-8"))
     return len(lines)

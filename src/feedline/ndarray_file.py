@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from feedline._atomic import replace_file
 from feedline.exceptions import CorruptRecordError
 
 __all__ = ["load", "save", "loads", "dumps"]
@@ -51,17 +52,7 @@ _FLAGS = {dtype: flag for flag, dtype in _DTYPES.items()}
 def save(path: str | os.PathLike, data: Mapping[str, Any] | Sequence[Any]) -> None:
     """Write ``data`` (a dict name -> array, or a list of arrays) to ``path`` as
     ``mx.nd.save`` does, atomically (a temporary file renamed into place)."""
-    blob = dumps(data)
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    replace_file(path, dumps(data))
 
 
 def dumps(data: Mapping[str, Any] | Sequence[Any]) -> bytes:

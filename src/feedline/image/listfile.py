@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from feedline._atomic import replace_file
 from feedline.exceptions import DataError
 
 __all__ = ["ListItem", "read_list", "write_list", "list_folder", "IMAGE_EXTENSIONS"]
@@ -105,21 +105,7 @@ def write_list(path: str | os.PathLike, items: Iterable[ListItem | Sequence]) ->
         if "\t" in rel or "\n" in rel or "\r" in rel:
             raise ValueError(f"image path must not contain tabs or newlines, got {rel!r}")
         lines.append("\t".join([str(index), *(_format_label(float(x)) for x in labels), rel]) + "\n")
-    _atomic_write_text(path, "".join(lines))
-
-
-def _atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder + rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    replace_file(path, "".join(lines).encode("utf-8"))
 
 
 def list_folder(
