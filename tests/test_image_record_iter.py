@@ -264,6 +264,24 @@ def test_labels_from_path_imglist_replace_the_record_labels(packed, tmp_path):
         make(packed, path_imglist=str(tmp_path / "two.lst"))
 
 
+def test_a_rec_without_idx_is_scanned_and_reads_the_same(packed, tmp_path):
+    import shutil
+
+    rec, idx, _ = packed
+    alone = tmp_path / "alone.rec"
+    shutil.copy(rec, alone)
+    kw = dict(data_shape=(3, 32, 32), batch_size=5, preprocess_threads=0, shuffle=True, seed=3,
+              rand_crop=True)
+    scanned = ImageRecordIter(path_imgrec=str(alone), **kw)
+    indexed = ImageRecordIter(path_imgrec=rec, path_imgidx=idx, **kw)
+    for (d1, l1), (d2, l2) in zip(scanned, indexed, strict=True):
+        np.testing.assert_array_equal(l1, l2)
+        np.testing.assert_array_equal(d1, d2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["alone.rec"]  # no .idx left behind
+    scanned.close()
+    indexed.close()
+
+
 def test_multi_label_records(packed, tmp_path):
     _, _, originals = packed
     (tmp_path / "img").mkdir()
@@ -316,7 +334,7 @@ def test_argument_validation(packed, tmp_path):
         make(packed, inter_method=9)
     with pytest.raises(ValueError, match=r"`dtype` must be one of 'float32', 'uint8', got 'int8'"):
         make(packed, dtype="int8")
-    with pytest.raises(FileNotFoundError, match=r"index '.*nope\.idx' for .* does not exist"):
+    with pytest.raises(FileNotFoundError, match=r"index '.*nope\.idx' for .* does not exist; leave "):
         ImageRecordIter(path_imgrec=packed[0], path_imgidx=str(tmp_path / "nope.idx"),
                         data_shape=(3, 8, 8), batch_size=1)
     with pytest.raises(TypeError, match=r"`augmenter` must be a feedline\.image\.Compose"):

@@ -39,7 +39,8 @@ Semantics, field by field:
 
 * **dataset**: ``path_imgrec`` (one path, a list, or MXNet's ``"a.rec;b.rec"``; files
   ending in ``.tfrecord`` are read as TFRecord unless ``format`` says otherwise),
-  ``path_imgidx`` (default: ``x.rec`` -> ``x.idx``; for TFRecord the sidecar index
+  ``path_imgidx`` (default: ``x.rec`` -> ``x.idx``, and when that does not exist the
+  ``.rec`` is scanned once at start, nothing written; for TFRecord the sidecar index
   ``<path>.index`` of :func:`feedline.tfrecord.build_index`, else the file is scanned
   once),
   ``data_shape`` ``(C, H, W)`` with ``C`` 3 (RGB) or 1 (grayscale), ``label_width``.
@@ -180,13 +181,16 @@ class _Files:
             if fmt == "recordio":
                 from feedline import recordio
 
-                idx = idx or recordio.default_idx_path(path)
-                if not os.path.isfile(idx):
+                if idx is not None and not os.path.isfile(idx):
                     raise FileNotFoundError(
-                        f"index {idx!r} for {path!r} does not exist; pass `path_imgidx` or "
-                        "build it with feedline.recordio.build_index"
+                        f"index {idx!r} for {path!r} does not exist; leave `path_imgidx` out "
+                        "to scan the file, or build it with feedline.recordio.build_index"
                     )
-                reader = recordio.IndexedRecordIO(idx, path, "r")
+                idx = idx or recordio.default_idx_path(path)
+                if os.path.isfile(idx):
+                    reader = recordio.IndexedRecordIO(idx, path, "r")
+                else:
+                    reader = _scan_recordio(path)
             else:
                 from feedline import tfrecord
 
@@ -213,6 +217,21 @@ class _Files:
             close = getattr(reader, "close", None)
             if close is not None:
                 close()
+
+
+def _scan_recordio(path: str) -> Any:
+    """An ``IndexedRecordIO`` over ``path`` from one scan of its records (no ``.idx``
+    file is written beside it; the temporary one is gone once read)."""
+    import tempfile
+
+    from feedline import recordio
+
+    with tempfile.TemporaryDirectory(prefix="feedline-scan-") as tmp:
+        idx = os.path.join(tmp, "scan.idx")
+        recordio.build_index(path, idx)
+        reader = recordio.IndexedRecordIO(idx, path, "r")
+    reader.idx_path = f"{path} (scanned, no .idx)"
+    return reader
 
 
 class _PartSource(RandomAccessDataset):
