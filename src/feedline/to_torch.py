@@ -94,12 +94,6 @@ class _Converter:
             t = t.pin_memory()
         return self.move(t)
 
-    def from_numpy(self, arr: np.ndarray) -> Any:
-        """:meth:`tensor` for a host array when nothing is pinned or moved."""
-        if not arr.flags.writeable or not arr.flags.c_contiguous:
-            arr = np.array(arr, order="C")
-        return self.torch.from_numpy(arr)
-
     def move(self, t: Any) -> Any:
         if self.device is not None and t.device != self.device:
             t = t.to(self.device, non_blocking=self.non_blocking)
@@ -191,11 +185,6 @@ def converter(
 
 
 def _convert_value(conv: _Converter, options: tuple, value: Any) -> Any:
-    if type(value) is dict and not conv.pin and conv.device is None:  # the feeder's plain case
-        out = {}
-        for key, v in value.items():
-            out[key] = conv.from_numpy(v) if type(v) is np.ndarray else _convert(conv, v, *options)
-        return out
     return _convert(conv, value, *options)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from feedline.exceptions import CheckpointError
+from feedline.train.distributed import all_reduce_sum, is_distributed
 
 __all__ = ["MetricSums", "reduce_batch"]
 
@@ -26,8 +27,6 @@ def reduce_batch(batch_size: int, cost: float, metrics: Mapping[str, float], dev
                  ) -> tuple[int, float, dict[str, float]]:
     """The global batch's size, mean cost and mean metrics over all ranks (the inputs
     unchanged when not distributed)."""
-    from feedline.train.distributed import all_reduce_sum, is_distributed
-
     if not is_distributed():
         return batch_size, cost, dict(metrics)
     names = list(metrics)
@@ -67,8 +66,6 @@ class MetricSums:
 
         ``names``: the metrics every rank knows (a rank without samples has none yet).
         """
-        from feedline.train.distributed import all_reduce_sum, is_distributed
-
         if not is_distributed():
             return
         names = list(self.metrics) if names is None else list(names)

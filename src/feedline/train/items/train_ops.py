@@ -59,12 +59,8 @@ class TrainOps(RunnerItem):
         # metrics see the detached output: no graph is built, as under no_grad
         metrics = net.compute_metrics(output.detach() if hasattr(output, "detach") else output,
                                       ctx.inputs)
-        cost_value = cost.item()
-        if getattr(ctx, "world_size", 1) > 1:
-            samples, cost_value, metrics = reduce_batch(ctx.batch_size, cost_value, metrics,
-                                                        _reduce_device(ctx))
-        else:
-            samples = ctx.batch_size
+        samples, cost_value, metrics = reduce_batch(ctx.batch_size, cost.item(), metrics,
+                                                    _reduce_device(ctx))
         ctx.output = output
         ctx.cost = cost_value
         ctx.metrics = metrics
