@@ -367,6 +367,10 @@ def test_table_permutation_is_a_seeded_bijection(n, seed):
     assert TablePermutation(n, seed).take(np.arange(n)).tolist() == out.tolist()
     with pytest.raises(IndexError, match=rf"index {n} out of range for a permutation of {n}"):
         p.take([n])
+    with pytest.raises(IndexError, match=rf"index -1 out of range for a permutation of {n}"):
+        p.take([-1])
+    with pytest.raises(ValueError, match=r"`n` must be a non-negative int, got -1"):
+        TablePermutation(-1, seed)
 
 
 def test_global_shuffle_of_a_large_dataset_uses_the_constant_memory_permutation():

@@ -262,6 +262,17 @@ def test_labels_from_path_imglist_replace_the_record_labels(packed, tmp_path):
     with pytest.raises(DataError, match=r"two.lst: image index \d+ has 2 label\(s\) where "
                                         r"`label_width` is 1"):
         make(packed, path_imglist=str(tmp_path / "two.lst"))
+    write_list(tmp_path / "twice.lst", [ListItem(0, (1.0,), "a.jpg"), ListItem(0, (2.0,), "b.jpg")])
+    with pytest.raises(DataError, match=r"twice.lst: image index 0 appears twice"):
+        make(packed, path_imglist=str(tmp_path / "twice.lst"))
+    from feedline import tfrecord
+
+    with tfrecord.TFRecordWriter(tmp_path / "x.tfrecord") as w:
+        w.write(b"not looked at")
+    with pytest.raises(ValueError, match=r"`path_imglist` needs RecordIO records"):
+        ImageRecordIter(path_imgrec=str(tmp_path / "x.tfrecord"), format="tfrecord",
+                        path_imglist=str(tmp_path / "twice.lst"), data_shape=(3, 8, 8),
+                        batch_size=1)
 
 
 def test_a_rec_without_idx_is_scanned_and_reads_the_same(packed, tmp_path):

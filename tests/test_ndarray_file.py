@@ -65,6 +65,24 @@ def test_bad_input_is_refused_with_path_and_offset(tmp_path):
         ndarray_file.loads(bytes(sparse))
     with pytest.raises(CorruptRecordError, match=r"at byte 336: 1 unexpected bytes after the names"):
         ndarray_file.loads(blob + b"\x00")
+    old_layout = bytearray(blob)
+    old_layout[24:28] = (0xF993FAC8).to_bytes(4, "little")
+    with pytest.raises(CorruptRecordError, match=r"at byte 24: array 0: unsupported NDArray layout "
+                                                 r"\(magic 0xf993fac8; only the MXNet >= 1.0"):
+        ndarray_file.loads(bytes(old_layout))
+    bad_type = bytearray(blob)
+    bad_type[68:72] = (12).to_bytes(4, "little")
+    with pytest.raises(CorruptRecordError, match=r"at byte 24: array 0: unsupported type flag 12"):
+        ndarray_file.loads(bytes(bad_type))
+    bad_dim = bytearray(blob)
+    bad_dim[36:44] = (-3).to_bytes(8, "little", signed=True)
+    with pytest.raises(CorruptRecordError, match=r"at byte 24: array 0: negative dimension"):
+        ndarray_file.loads(bytes(bad_dim))
+    names = ndarray_file.dumps({"a": np.zeros(1, np.uint8), "b": np.zeros(1, np.uint8)})
+    one_name = names[: names.index(b"\x01\x00\x00\x00\x00\x00\x00\x00a") - 8] + (1).to_bytes(8, "little")
+    one_name += (1).to_bytes(8, "little") + b"a"
+    with pytest.raises(CorruptRecordError, match=r"1 names for 2 arrays"):
+        ndarray_file.loads(one_name)
     with pytest.raises(TypeError, match="MXNet NDArray files cannot hold dtype complex64"):
         ndarray_file.dumps({"z": np.zeros(2, np.complex64)})
     with pytest.raises(TypeError, match="`data` must be a dict name -> array or a list"):
