@@ -27,7 +27,7 @@ from torch.utils.data import default_collate
 
 from feedline import data_type as dt
 from feedline.feeder import DataFeeder
-from feedline.to_torch import to_torch
+from feedline.pytorch import to_torch
 
 from harness import fmt_rate, machine_description, markdown_table, rate, ratio, timed, write_section
 

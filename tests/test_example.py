@@ -726,7 +726,7 @@ def test_hypothesis_mutated_examples_never_crash(features, data):
 @FAST
 @given(values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=20))
 def test_hypothesis_varints_vectorised(values):
-    from feedline import _example_wire as wire
+    from feedline.formats.example import wire
 
     data = b"".join(wire.encode_varint(v) for v in values)
     assert wire.decode_varints(data).tolist() == values

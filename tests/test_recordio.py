@@ -166,7 +166,7 @@ def test_encode_escapes_only_aligned_magic_words():
 
 
 def test_encode_rejects_oversized_payload(monkeypatch):
-    from feedline import _recordio_stream
+    from feedline.formats.recordio import stream as _recordio_stream
 
     monkeypatch.setattr(_recordio_stream, "_MAX_PAYLOAD", 16)  # the real limit is 2**29 - 1
     assert len(recordio.encode(b"x" * 16)) == 24

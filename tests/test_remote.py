@@ -15,7 +15,7 @@ import pytest
 
 from feedline import Dataset, csv, files, fixed, idx, recordio, text, tfrecord
 from feedline.exceptions import CorruptRecordError
-from feedline.io.fs import file_size, open_file
+from feedline.storage.fs import file_size, open_file
 
 from resume_helpers import assert_resumes_everywhere
 

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from feedline import tfrecord
-from feedline._tfrecord_scan import frame, scan
 from feedline.exceptions import CorruptRecordError
+from feedline.formats.tfrecord.scan import frame, scan
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -12,7 +12,7 @@ from torch.nn.utils.rnn import pack_sequence, pad_sequence
 
 from feedline import data_type as dt
 from feedline.feeder import DataFeeder, SequenceValue, from_ragged
-from feedline.to_torch import PaddedSequence, PaddedSubSequence, to_torch
+from feedline.pytorch import PaddedSequence, PaddedSubSequence, to_torch
 
 
 def test_dense_and_ids_share_memory():

@@ -1,7 +1,9 @@
 """feedline keeps a training job fed.
 
 The public namespace is small; names load lazily so that ``import feedline`` stays fast
-and does not import torch or image libraries until they are used.
+and does not import torch or image libraries until they are used. Every error class of
+:mod:`feedline.exceptions` is importable from here too (``feedline.CorruptRecordError``).
+Diagnostics go to the ``feedline`` logger hierarchy (one logger per module).
 
 >>> import feedline
 >>> feedline.Dataset.range(5).batch(2).to_list()
@@ -11,7 +13,12 @@ and does not import torch or image libraries until they are used.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Any
+
+from feedline import exceptions as _exceptions
+from feedline._internal import aliases as _aliases
+from feedline.exceptions import *  # noqa: F403 - every error class at the top level
 
 __version__ = "0.1.0"
 
@@ -21,20 +28,26 @@ _EXPORTS = {
     "DatasetIterator": "feedline.dataset",
     "batch": "feedline.reader",
     "DataFeeder": "feedline.feeder",
-    "to_torch": "feedline.to_torch",
+    "to_torch": "feedline.pytorch.convert",
     "SequenceToBatch": "feedline.sequence",
     "files": "feedline.io.files",
     "split": "feedline.io.split",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__version__", *_EXPORTS, *_exceptions.__all__]
 
 
 #: submodules reachable as attributes (``feedline.data_type.dense_vector(3)``)
 _SUBMODULES = {
     "data_type", "reader", "tfrecord", "example", "recordio", "csv", "text", "fixed", "idx",
-    "sharded", "io", "image", "feeder", "sequence", "dataset", "runtime", "train",
+    "ndarray_file", "sharded", "io", "image", "feeder", "sequence", "dataset", "runtime",
+    "train", "storage", "formats", "pytorch", "exceptions",
 }
+
+_aliases.install()
+
+# diagnostics go to the "feedline" logger hierarchy; the application decides where
+logging.getLogger("feedline").addHandler(logging.NullHandler())
 
 
 def __getattr__(name: str) -> Any:
@@ -42,10 +55,10 @@ def __getattr__(name: str) -> Any:
         module = importlib.import_module(f"feedline.{name}")
         globals()[name] = module
         return module
-    module = _EXPORTS.get(name)
-    if module is None:
+    home = _EXPORTS.get(name)
+    if home is None:
         raise AttributeError(f"module 'feedline' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(home), name)
     globals()[name] = value
     return value
 

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline._validate import one_of, optional_positive_int, positive_int
+from feedline._internal.validate import one_of, optional_positive_int, positive_int
 
 __all__ = [
     "InputType",

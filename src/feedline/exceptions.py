@@ -23,7 +23,7 @@ Hierarchy::
 
 Arguments that are wrong at construction time raise plain ``ValueError``/``TypeError``
 with a message such as "`batch_size` must be a positive int, got 0"; see
-:mod:`feedline._validate`.
+:mod:`feedline._internal.validate`.
 
 >>> from feedline.exceptions import CorruptRecordError
 >>> err = CorruptRecordError("data CRC mismatch", path="a.tfrecord", index=3, offset=120)

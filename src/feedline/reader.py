@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from feedline._validate import callable_arg, positive_int
+from feedline._internal.validate import callable_arg, positive_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.dataset.sources import from_reader
@@ -139,7 +139,7 @@ def shuffle(reader: Reader, buf_size: int, *, seed: int | None = None) -> Datase
 
 def firstn(reader: Reader, n: int) -> Dataset:
     """A reader yielding at most the first ``n`` items of ``reader``."""
-    from feedline._validate import non_negative_int
+    from feedline._internal.validate import non_negative_int
 
     return _as_dataset(reader).take(non_negative_int("n", n))
 

@@ -12,7 +12,7 @@ The result is exactly what ``torch.nn.utils.rnn.pack_sequence(seqs,
 enforce_sorted=False)`` makes (``data``, ``batch_sizes``, ``sorted_indices``,
 ``unsorted_indices``) when both order sequences of equal length the same way. Here ties
 keep their batch order (a stable sort); torch's ``torch.sort`` is not stable, so
-:func:`feedline.to_torch.to_torch` passes torch's own order as ``sorted_indices`` when it
+:func:`feedline.pytorch.convert.to_torch` passes torch's own order as ``sorted_indices`` when it
 builds a ``PackedSequence``.
 
 >>> import numpy as np
@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline._validate import one_of
+from feedline._internal.validate import one_of
 from feedline.feeder import SequenceValue, SparseValue
 
 __all__ = ["SequenceToBatch", "PackedBatch", "sequence_to_batch", "batch_to_sequence", "take_rows"]

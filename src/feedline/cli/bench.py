@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from feedline._validate import optional_positive_int, positive_int
+from feedline._internal.validate import optional_positive_int, positive_int
 
 __all__ = ["HELP", "add_arguments", "run", "bench_files"]
 

@@ -60,7 +60,7 @@ def _target(path: str, fmt: str, output_dir: str | None) -> str:
     if fmt == "tfrecord":
         name = path + ".index"
     else:
-        from feedline.recordio import default_idx_path
+        from feedline.formats.recordio import default_idx_path
 
         name = default_idx_path(path)
     if output_dir is None:
@@ -88,7 +88,7 @@ def index_file(
         fmt, compression = detect_format(path)
         out["format"] = fmt
         if fmt == "tfrecord":
-            from feedline import tfrecord
+            from feedline.formats import tfrecord
 
             target = _target(path, fmt, output_dir)
             out["records"] = tfrecord.build_index(
@@ -96,7 +96,7 @@ def index_file(
             )
             out["index"] = target
         elif fmt == "recordio":
-            from feedline import recordio
+            from feedline.formats import recordio
 
             target = _target(path, fmt, output_dir)
             out["records"] = recordio.build_index(path, target, on_error=on_error)

@@ -36,7 +36,7 @@ import os
 import sys
 from typing import Any
 
-from feedline.io.detect import detect_format
+from feedline.formats.detect import detect_format
 
 __all__ = ["HELP", "add_arguments", "run", "detect_format", "inspect_file"]
 
@@ -101,8 +101,8 @@ def _feature(value: Any) -> dict[str, Any]:
 
 
 def _describe_tf_record(index: int, record: bytes) -> dict[str, Any]:
-    from feedline import example
     from feedline.exceptions import DataError
+    from feedline.formats import example
 
     out: dict[str, Any] = {"index": index, "bytes": len(record)}
     try:
@@ -134,7 +134,7 @@ def _size_stats(sizes: list[int]) -> dict[str, Any] | None:
 
 
 def _inspect_tfrecord(path: str, compression: str | None, limit: int, out: dict) -> None:
-    from feedline import tfrecord
+    from feedline.formats import tfrecord
 
     sizes: list[int] = []
     shown: list[dict] = []
@@ -164,8 +164,8 @@ def _payload_format(data: bytes) -> str:
 
 
 def _inspect_recordio(path: str, limit: int, out: dict) -> None:
-    from feedline import recordio
     from feedline.exceptions import DataError
+    from feedline.formats import recordio
 
     sizes: list[int] = []
     shown: list[dict] = []
@@ -214,7 +214,7 @@ def _array_summary(a: Any) -> dict[str, Any]:
 
 
 def _inspect_idx(path: str, limit: int, out: dict) -> None:
-    from feedline.idx import read_idx
+    from feedline.formats.idx import read_idx
 
     array = read_idx(path)
     out["dtype"] = str(array.dtype)
@@ -231,7 +231,7 @@ def _inspect_idx(path: str, limit: int, out: dict) -> None:
 
 
 def _inspect_cifar(path: str, size: int, limit: int, out: dict) -> None:
-    from feedline.fixed import read_cifar10
+    from feedline.formats.fixed import read_cifar10
 
     count = size // _CIFAR10_RECORD
     out["count"] = count
@@ -249,8 +249,8 @@ def _inspect_cifar(path: str, size: int, limit: int, out: dict) -> None:
 
 
 def _inspect_lines(path: str, compression: str | None, kind: str, limit: int, out: dict) -> None:
-    from feedline import csv as fcsv
-    from feedline import text
+    from feedline.formats import csv as fcsv
+    from feedline.formats import text
 
     sizes: list[int] = []
     shown: list[dict] = []

@@ -31,7 +31,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
-from feedline._validate import callable_arg, non_negative_int, optional_positive_int, positive_int
+from feedline._internal.validate import (
+    callable_arg,
+    non_negative_int,
+    optional_positive_int,
+    positive_int,
+)
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError
 

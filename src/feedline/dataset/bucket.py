@@ -53,7 +53,12 @@ from typing import Any
 
 import numpy as np
 
-from feedline._validate import callable_arg, non_negative_int, optional_positive_int, positive_int
+from feedline._internal.validate import (
+    callable_arg,
+    non_negative_int,
+    optional_positive_int,
+    positive_int,
+)
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError, StateNotSupportedError

@@ -17,7 +17,7 @@ from feedline.exceptions import StateError
 __all__ = ["ConcatDataset"]
 
 
-def _check_datasets(datasets: tuple, op: str) -> tuple:
+def check_datasets(datasets: tuple, op: str) -> tuple:
     for i, d in enumerate(datasets):
         if not isinstance(d, Dataset):
             raise TypeError(f"{op}: argument {i} must be a Dataset, got {type(d).__name__}")
@@ -29,7 +29,7 @@ class ConcatDataset(Dataset):
 
     def __init__(self, datasets: tuple[Dataset, ...]) -> None:
         super().__init__()
-        self._parents = _check_datasets(datasets, "concat")
+        self._parents = check_datasets(datasets, "concat")
 
     @property
     def name(self) -> str:

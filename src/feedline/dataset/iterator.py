@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from feedline._closing import Closeable
+from feedline._internal.closing import Closeable
 from feedline.exceptions import StateError
 
 __all__ = ["DatasetIterator", "TransformIterator", "check_state"]
@@ -50,7 +50,7 @@ class DatasetIterator(Closeable, Iterator[T]):
     """Base class of stage iterators; see the module docstring for the contract.
 
     ``close()``, the context manager and the finaliser come from
-    :class:`~feedline._closing.Closeable`.
+    :class:`~feedline._internal.closing.Closeable`.
     """
 
     def __iter__(self) -> DatasetIterator[T]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from feedline._validate import callable_arg, one_of, optional_positive_int
+from feedline._internal.validate import callable_arg, one_of, optional_positive_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, TransformIterator
 

@@ -74,7 +74,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from feedline._validate import callable_arg, non_negative_int, one_of, optional_positive_int
+from feedline._internal.notes import add_note
+from feedline._internal.validate import (
+    callable_arg,
+    non_negative_int,
+    one_of,
+    optional_positive_int,
+)
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import PipelineError, StateError, StateNotSupportedError
@@ -86,7 +92,6 @@ from feedline.runtime.workers import (
     START_METHODS,
     TRANSPORTS,
     WorkerPool,
-    add_note,
     default_start_method,
     unpack_exception,
 )

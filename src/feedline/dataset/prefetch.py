@@ -14,7 +14,7 @@ the slowest item seen, at least 2 and at most 64.
 
 from __future__ import annotations
 
-from feedline._validate import positive_int
+from feedline._internal.validate import positive_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator
 from feedline.runtime.threads import BackgroundIterator

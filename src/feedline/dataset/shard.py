@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedline._validate import non_negative_int, one_of, positive_int
+from feedline._internal.validate import non_negative_int, one_of, positive_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline._validate import non_negative_int
+from feedline._internal.validate import non_negative_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError, StateNotSupportedError

@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from feedline._validate import callable_arg, non_negative_int
+from feedline._internal.validate import callable_arg, non_negative_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError, StateNotSupportedError

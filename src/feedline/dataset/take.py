@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedline._validate import non_negative_int
+from feedline._internal.validate import non_negative_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 

@@ -36,17 +36,13 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from feedline._validate import non_negative_int
+from feedline._internal.notes import add_note
+from feedline._internal.validate import non_negative_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError, StateNotSupportedError
 
 __all__ = ["ThreadMapDataset"]
-
-
-def _note(exc: BaseException, note: str) -> None:
-    if hasattr(exc, "add_note") and note not in getattr(exc, "__notes__", ()):
-        exc.add_note(note)
 
 
 def _read_and_apply(fn: Callable, ds: RandomAccessDataset, index: int) -> Any:
@@ -161,7 +157,7 @@ class _ThreadMapIterator(DatasetIterator):
         try:
             result = fut.result()
         except BaseException as exc:
-            _note(exc, f"raised in a thread of stage {self._owner.name!r} (item {p})")
+            add_note(exc, f"raised in a thread of stage {self._owner.name!r} (item {p})")
             raise
         if not self._owner.ordered and self._order and p != self._oldest():
             self._yielded.add(p)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from feedline.dataset.base import BuildContext, Dataset
-from feedline.dataset.concat import _check_datasets
+from feedline.dataset.concat import check_datasets
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import ComposeNotAligned, StateError
 
@@ -26,7 +26,7 @@ class ZipDataset(Dataset):
 
     def __init__(self, datasets: tuple[Dataset, ...], *, strict: bool = False) -> None:
         super().__init__()
-        self._parents = _check_datasets(datasets, "zip")
+        self._parents = check_datasets(datasets, "zip")
         self._strict = bool(strict)
 
     @property

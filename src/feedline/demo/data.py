@@ -31,11 +31,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from feedline import recordio
-from feedline._optional import require
-from feedline._validate import positive_int
-from feedline.example import FixedLenFeature, encode_example, parse_single_example
-from feedline.sharded import ShardedWriter
+from feedline._internal.optional import require
+from feedline._internal.validate import positive_int
+from feedline.formats import recordio
+from feedline.formats.example import FixedLenFeature, encode_example, parse_single_example
+from feedline.formats.sharded import ShardedWriter
 
 __all__ = ["Images", "Packed", "load", "load_digits", "load_mnist", "pack", "decode_record",
            "decode_example"]
@@ -100,7 +100,7 @@ def _find(directory: str, stem: str) -> str:
 
 def load_mnist(directory: str | os.PathLike) -> Images:
     """MNIST from its four IDX files (gzipped or not) in ``directory``."""
-    from feedline.idx import read_idx
+    from feedline.formats.idx import read_idx
 
     directory = os.fspath(directory)
     arrays = {k: read_idx(_find(directory, stem)) for k, stem in _MNIST_FILES.items()}

@@ -27,9 +27,9 @@ import functools
 import os
 from collections.abc import Sequence
 
-from feedline import recordio, tfrecord
 from feedline.dataset.base import Dataset
 from feedline.demo.data import decode_example, decode_record
+from feedline.formats import recordio, tfrecord
 from feedline.io.files import files
 
 __all__ = ["train_pipeline", "test_pipeline"]

@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from feedline._optional import require
+from feedline._internal.optional import require
 
 __all__ = ["write_curves"]
 

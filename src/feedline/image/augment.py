@@ -41,8 +41,14 @@ from typing import Any
 
 import numpy as np
 
-from feedline._optional import require
-from feedline._validate import non_negative_int, one_of, positive_int, probability
+from feedline._internal.optional import require
+from feedline._internal.validate import (
+    non_negative_float,
+    non_negative_int,
+    one_of,
+    positive_int,
+    probability,
+)
 
 __all__ = [
     "Augmenter",
@@ -382,9 +388,9 @@ class ColorJitter(Augmenter):
     _fields = ("brightness", "contrast", "saturation")
 
     def __init__(self, brightness: float = 0.0, contrast: float = 0.0, saturation: float = 0.0):
-        self.brightness = _non_negative_number("brightness", brightness)
-        self.contrast = _non_negative_number("contrast", contrast)
-        self.saturation = _non_negative_number("saturation", saturation)
+        self.brightness = non_negative_float("brightness", brightness)
+        self.contrast = non_negative_float("contrast", contrast)
+        self.saturation = non_negative_float("saturation", saturation)
 
     def __call__(self, img, rng=None):
         _check_image(img, "ColorJitter")
@@ -424,14 +430,6 @@ def _luma(img: np.ndarray) -> np.ndarray:
     if img.shape[2] == 1:
         return img[:, :, 0]
     return img @ _GRAY_WEIGHTS
-
-
-def _non_negative_number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"`{name}` must be a non-negative number, got {value!r}")
-    if not (0 <= value < math.inf):
-        raise ValueError(f"`{name}` must be a non-negative number, got {value!r}")
-    return float(value)
 
 
 class Pad(Augmenter):

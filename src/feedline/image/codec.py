@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from feedline._optional import require
-from feedline._validate import one_of, optional_positive_int, positive_int
+from feedline._internal.optional import require
+from feedline._internal.validate import one_of, optional_positive_int, positive_int
 from feedline.exceptions import DecodeError
 
 __all__ = ["decode", "probe", "image_format", "MODES"]

@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from feedline._atomic import replace_file
+from feedline._internal.atomic import replace_file
 from feedline.exceptions import DataError
 
 __all__ = ["ListItem", "read_list", "write_list", "list_folder", "IMAGE_EXTENSIONS"]

@@ -58,8 +58,13 @@ from typing import Any
 
 import numpy as np
 
-from feedline._optional import require
-from feedline._validate import non_negative_int, one_of, optional_positive_int, positive_int
+from feedline._internal.optional import require
+from feedline._internal.validate import (
+    non_negative_int,
+    one_of,
+    optional_positive_int,
+    positive_int,
+)
 from feedline.exceptions import DecodeError
 from feedline.image.listfile import IMAGE_EXTENSIONS, ListItem, list_folder, read_list, write_list
 
@@ -336,7 +341,7 @@ def pack_images(
         color=color,
         skip_errors=on_error != "raise",
     )
-    from feedline.sharded import ShardedWriter
+    from feedline.formats.sharded import ShardedWriter
 
     suffix = _SUFFIX[format]
     prefix = _single_shard_pattern(output, suffix) if num_shards == 1 else output
@@ -396,7 +401,7 @@ def _results(order: list[ListItem], config: _Config, num_workers: int) -> Genera
 
 
 def _irecord(item: ListItem, payload: bytes, pack_label: bool) -> bytes:
-    from feedline.recordio import IRHeader, pack
+    from feedline.formats.recordio import IRHeader, pack
 
     if pack_label and len(item.labels) > 1:
         label: Any = np.asarray(item.labels, dtype=np.float32)
@@ -414,7 +419,7 @@ def _example(
     fmt: str,
     pack_label: bool,
 ) -> bytes:
-    from feedline.example import encode_example
+    from feedline.formats.example import encode_example
 
     labels = item.labels if pack_label else item.labels[:1]
     ints = []

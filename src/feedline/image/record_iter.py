@@ -116,8 +116,8 @@ from typing import Any
 
 import numpy as np
 
-from feedline._closing import Closeable
-from feedline._validate import non_negative_int, one_of, positive_int
+from feedline._internal.closing import Closeable
+from feedline._internal.validate import non_negative_int, one_of, positive_int
 from feedline.dataset.base import Dataset, RandomAccessDataset
 from feedline.exceptions import DataError, DecodeError, StateError
 from feedline.image.augment import (
@@ -179,7 +179,7 @@ class _Files:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"`path_imgrec` file {path!r} does not exist")
             if fmt == "recordio":
-                from feedline import recordio
+                from feedline.formats import recordio
 
                 if idx is not None and not os.path.isfile(idx):
                     raise FileNotFoundError(
@@ -192,7 +192,7 @@ class _Files:
                 else:
                     reader = _scan_recordio(path)
             else:
-                from feedline import tfrecord
+                from feedline.formats import tfrecord
 
                 reader = tfrecord.TFRecordFile(path, index_path=idx)
             self.readers.append(reader)
@@ -224,7 +224,7 @@ def _scan_recordio(path: str) -> Any:
     file is written beside it; the temporary one is gone once read)."""
     import tempfile
 
-    from feedline import recordio
+    from feedline.formats import recordio
 
     with tempfile.TemporaryDirectory(prefix="feedline-scan-") as tmp:
         idx = os.path.join(tmp, "scan.idx")
@@ -358,7 +358,7 @@ class _BatchDecoder:
     def _split(self, record: bytes, position: int) -> tuple[bytes, np.ndarray]:
         width = self.label_width
         if self.format == "recordio":
-            from feedline.recordio import unpack
+            from feedline.formats.recordio import unpack
 
             header, payload = unpack(record)
             if self.labels is not None:
@@ -431,7 +431,7 @@ def _decode(payload: bytes, mode: str, hints: dict, name: str, position: int) ->
 
 
 def _example_image(record: bytes, name: str, position: int) -> tuple[bytes, np.ndarray]:
-    from feedline.example import decode_example
+    from feedline.formats.example import decode_example
 
     features = decode_example(record)
     try:
@@ -726,7 +726,7 @@ class ImageRecordIter(Closeable):
         """Load the mean image at ``path`` (``.npy``, or an MXNet NDArray file holding
         ``mean_img`` or a single array), or compute it over every record and save it
         there (as MXNet does) when the file does not exist."""
-        from feedline import ndarray_file
+        from feedline.formats import ndarray_file
 
         if not os.path.exists(path):
             image = self._compute_mean_image(fixed)

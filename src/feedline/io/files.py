@@ -5,7 +5,7 @@ Patterns may be globs, directories, plain paths or fsspec URLs (``s3://``, ``gs:
 shuffle. With ``shuffle=True`` the file order is a seeded permutation, new every epoch;
 ``num_epochs`` repeats the list (``None``: forever). A pattern that matches nothing is an
 error naming it. Files are not opened here: readers open them lazily, one by one,
-through :mod:`feedline.io.fs`.
+through :mod:`feedline.storage.fs`.
 
 >>> import os, tempfile
 >>> d = tempfile.mkdtemp()
@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from feedline._validate import optional_positive_int
+from feedline._internal.validate import optional_positive_int
 from feedline.dataset.base import Dataset
 from feedline.dataset.sources import SequenceDataset
-from feedline.io.fs import expand
+from feedline.storage.fs import expand
 
 __all__ = ["files"]
 

@@ -48,11 +48,11 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from feedline._on_error import check_on_error
-from feedline._recordio_stream import _MAGIC_BYTES, _records, _Scan, _Window
-from feedline._validate import non_negative_int, one_of, positive_int
+from feedline._internal.on_error import check_on_error
+from feedline._internal.validate import non_negative_int, one_of, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateError
+from feedline.formats.recordio.stream import MAGIC_BYTES, Scan, Window, iter_records
 
 __all__ = ["InputSplit", "InputSplitIterator"]
 
@@ -78,9 +78,9 @@ def _seek_recordio(path: str, local: int) -> int:
         size = len(mm)
         cur = local
         while True:
-            hit = mm.find(_MAGIC_BYTES, cur)
+            hit = mm.find(MAGIC_BYTES, cur)
             while hit >= 0 and (hit - local) & 3:
-                hit = mm.find(_MAGIC_BYTES, hit + 1)
+                hit = mm.find(MAGIC_BYTES, hit + 1)
             if hit < 0 or hit + 8 > size:
                 return size
             cflag = int.from_bytes(mm[hit + 4 : hit + 8], "little") >> 29
@@ -235,8 +235,8 @@ class InputSplitIterator(DatasetIterator[bytes]):
         self.split = split
         self._offset = split.begin
         self._index = 0
-        self._scan = _Scan()
-        self._win: _Window | None = None
+        self._scan = Scan()
+        self._win: Window | None = None
         self._gen: Iterator[tuple[bytes, int]] | None = None
 
     @property
@@ -247,8 +247,8 @@ class InputSplitIterator(DatasetIterator[bytes]):
         split = self.split
         if split.format == "text":
             return _text_lines(split.files, self._offset, split.end)
-        self._win = _Window(split.files, self._offset, split.end)
-        return _records(self._win, split.on_error, self._index, self._scan)
+        self._win = Window(split.files, self._offset, split.end)
+        return iter_records(self._win, split.on_error, self._index, self._scan)
 
     def __next__(self) -> bytes:
         if self._gen is None:

@@ -27,14 +27,14 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from feedline._validate import one_of
+from feedline._internal.validate import one_of
 from feedline.dataset.base import RandomAccessDataset
 
 __all__ = ["indexed_records", "IndexedRecordFiles", "read_records", "record_reader"]
 
 
 def _indexed_format(path: str) -> str:
-    from feedline.io.detect import detect_format
+    from feedline.formats.detect import detect_format
 
     fmt, compression = detect_format(path)
     if fmt not in ("recordio", "tfrecord", "empty") or compression is not None:
@@ -47,7 +47,7 @@ def _open(path: str, fmt: str) -> Any:
     if fmt == "empty" or os.path.getsize(path) == 0:
         return ()
     if fmt == "recordio":
-        from feedline.recordio import IndexedRecordIO, default_idx_path
+        from feedline.formats.recordio import IndexedRecordIO, default_idx_path
 
         idx = default_idx_path(path)
         if not os.path.exists(idx):
@@ -55,7 +55,7 @@ def _open(path: str, fmt: str) -> Any:
                 f"{path} has no index {idx}; build it with `feedline index {path}`"
             )
         return IndexedRecordIO(idx, path, "r")
-    from feedline.tfrecord import TFRecordFile
+    from feedline.formats.tfrecord import TFRecordFile
 
     return TFRecordFile(path)
 
@@ -112,19 +112,19 @@ def record_reader(path: str, *, format: str = "auto", on_error: str = "raise",
     records of one file: payload ``bytes`` for TFRecord (any compression) and RecordIO,
     lines (``bytes``) for text and CSV. ``format="auto"`` looks at the file's content."""
     if format == "auto":
-        from feedline.io.detect import detect_format as sniff
+        from feedline.formats.detect import detect_format as sniff
 
         format, _ = sniff(path, storage_options=storage_options)
     if format == "tfrecord":
-        from feedline import tfrecord
+        from feedline.formats import tfrecord
 
         return tfrecord.read(path, on_error=on_error, storage_options=storage_options)
     if format == "recordio":
-        from feedline import recordio
+        from feedline.formats import recordio
 
         return recordio.read(path, on_error=on_error, storage_options=storage_options)
     if format in ("text", "csv"):
-        from feedline import text
+        from feedline.formats import text
 
         return text.read_lines(path, storage_options=storage_options)
     if format == "empty":

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from feedline._validate import non_negative_int, one_of, positive_int
+from feedline._internal.validate import non_negative_int, one_of, positive_int
 from feedline.dataset.base import Dataset
 
 __all__ = ["split", "resolve_rank_world"]
@@ -95,7 +95,7 @@ def split(
     part, parts = rank * num_workers + worker, world_size * num_workers
     if isinstance(source, Dataset):
         return source.shard(part, parts, policy=policy)
-    from feedline.io.fs import expand
+    from feedline.storage.fs import expand
 
     paths = expand(source, storage_options=storage_options)
     if mode == "bytes":

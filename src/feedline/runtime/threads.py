@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Any
 
+from feedline._internal.notes import add_note
 from feedline.dataset.iterator import DatasetIterator
 from feedline.exceptions import StateError
 
@@ -36,11 +37,6 @@ __all__ = ["BackgroundIterator"]
 _ITEM, _END, _ERROR = 0, 1, 2
 _POLL = 0.1  # seconds between checks of the stop flag while the queue is full
 _AUTO_SAMPLES = 16  # items measured before an automatic depth is chosen
-
-
-def _add_note(exc: BaseException, note: str) -> None:
-    if hasattr(exc, "add_note") and note not in getattr(exc, "__notes__", ()):
-        exc.add_note(note)
 
 
 def _produce(source: DatasetIterator, q: queue.Queue, stop: threading.Event,
@@ -147,7 +143,7 @@ class BackgroundIterator(DatasetIterator):
         self._join()
         if kind == _END:
             raise StopIteration
-        _add_note(value, f"raised in the background thread of stage {self._name!r}")
+        add_note(value, f"raised in the background thread of stage {self._name!r}")
         raise value
 
     def _measure(self) -> None:

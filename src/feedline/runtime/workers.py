@@ -79,6 +79,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from feedline._internal.notes import add_note
 from feedline.exceptions import (
     PipelineError,
     RemoteTraceback,
@@ -105,7 +106,6 @@ __all__ = [
     "WorkerPool",
     "pack_exception",
     "unpack_exception",
-    "add_note",
 ]
 
 START_METHODS = ("fork", "spawn", "forkserver")
@@ -133,22 +133,6 @@ def default_start_method() -> str:
             )
         return env
     return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-
-
-def add_note(exc: BaseException, note: str) -> None:
-    """``exc.add_note(note)`` on Python >= 3.11; on 3.10 the note is kept in ``__notes__``
-    (not printed by the interpreter, but visible to code that looks)."""
-    notes = getattr(exc, "__notes__", None)
-    if notes is not None and note in notes:
-        return
-    adder = getattr(exc, "add_note", None)
-    try:
-        if adder is not None:
-            adder(note)
-        else:
-            exc.__notes__ = [*(notes or ()), note]
-    except Exception:  # noqa: BLE001 - an exception type that refuses attributes
-        pass
 
 
 def pack_exception(exc: BaseException, *, phase: str, worker: int) -> tuple:

@@ -27,7 +27,7 @@ hello
 0
 """
 
-from feedline._optional import require
+from feedline._internal.optional import require
 
 require("torch", extra="torch")
 

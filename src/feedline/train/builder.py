@@ -39,7 +39,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from feedline._validate import positive_int
+from feedline._internal.validate import positive_int
 from feedline.train.events import EndPass, TestResult
 from feedline.train.items import (
     Checkpointer,

@@ -52,7 +52,6 @@ import os
 import random
 import re
 import struct
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,6 +59,7 @@ import google_crc32c
 import numpy as np
 import torch
 
+from feedline._internal.atomic import atomic_open
 from feedline.exceptions import CheckpointError
 
 __all__ = [
@@ -94,36 +94,15 @@ def _write_all(f: Any, data: bytes) -> None:
 
 
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temp file, flush, fsync, rename, fsync dir.
+    """Write ``data`` to ``path`` atomically and durably (temporary file, fsync, rename,
+    fsync of the directory); the file gets the umask mode.
 
     On any error the temporary file is removed and ``path`` is left as it was.
     """
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _write_all(f, data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(dir_fd)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_open(path, durable=True) as f:
+        _write_all(f, data)
 
 
 def _encode(obj: dict) -> bytes:
@@ -281,7 +260,7 @@ def load_params(path: str | os.PathLike, model: Any) -> None:
 
 # ---------------------------------------------------------------------- runner checkpoints
 
-def _gather(obj: Any) -> list[Any] | None:
+def gather_objects(obj: Any) -> list[Any] | None:
     """Every rank's ``obj`` when running distributed, else ``None``."""
     import torch.distributed as dist
 
@@ -308,7 +287,7 @@ def save_checkpoint(
     """
     state = runner.state_dict()
     rng = capture_rng()
-    ranks = _gather(rng)
+    ranks = gather_objects(rng)
     if _rank() != 0:
         return
     atomic_write(path, _encode({

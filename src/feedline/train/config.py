@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from feedline._validate import optional_positive_int, positive_int
+from feedline._internal.validate import check_float, optional_positive_int, positive_int
 
 __all__ = [
     "Optimizer",
@@ -38,32 +38,6 @@ __all__ = [
     "ModelAverage",
     "check_float",
 ]
-
-
-def check_float(name: str, value: Any, *, low: float = 0.0, high: float | None = None,
-                low_open: bool = False, high_open: bool = True, text: str | None = None) -> float:
-    """``value`` as a float if it lies in the interval, else ``ValueError``/``TypeError``.
-
-    >>> check_float("rate", 0.5)
-    0.5
-    >>> check_float("rate", -1)
-    Traceback (most recent call last):
-    ...
-    ValueError: `rate` must be a number >= 0, got -1
-    """
-    if text is None:
-        text = f"a number {'>' if low_open else '>='} {low:g}"
-        if high is not None:
-            text = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"`{name}` must be {text}, got {value!r}")
-    v = float(value)
-    bad = v < low or (low_open and v == low) or v != v
-    if high is not None:
-        bad = bad or v > high or (high_open and v == high)
-    if bad:
-        raise ValueError(f"`{name}` must be {text}, got {value!r}")
-    return v
 
 
 class Optimizer:

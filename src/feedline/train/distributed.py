@@ -45,7 +45,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from feedline._validate import non_negative_int, one_of, positive_int
+from feedline._internal.validate import non_negative_int, one_of, positive_int
 from feedline.dataset.base import RandomAccessDataset
 
 __all__ = [

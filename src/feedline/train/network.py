@@ -37,7 +37,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from feedline._validate import optional_positive_int
+from feedline._internal.validate import optional_positive_int
 from feedline.data_type import DENSE, INTEGER, InputType
 from feedline.train.config import (
     AdamOptimizer,

@@ -74,7 +74,7 @@ from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 from typing import Any
 
-from feedline._validate import non_negative_int
+from feedline._internal.validate import non_negative_int
 from feedline.exceptions import CheckpointError
 
 __all__ = ["Runner", "RunnerItem", "RunnerContext"]

@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from feedline._validate import optional_positive_int
+from feedline._internal.validate import optional_positive_int
 from feedline.train.checkpoint import (
     checkpoint_name,
     latest_checkpoint,

@@ -8,7 +8,7 @@ here; without it (and without a ``batch_size`` on the network) it yields *batche
 Each batch is converted by the network's :class:`~feedline.feeder.DataFeeder` (built
 from ``context.network.inputs`` and the ``feeding`` map, so a map that does not fit the
 inputs fails before the first pass, naming the input) as a pipeline stage, then moved to
-``context.device`` with :func:`feedline.to_torch.to_torch`. Per batch it sets
+``context.device`` with :func:`feedline.pytorch.convert.to_torch`. Per batch it sets
 ``context.batch`` (the samples as read), ``context.inputs`` (``{name: tensor}``) and
 ``context.batch_size``; it sets ``context.batches_per_pass`` when it can tell (random
 access data, or after one full pass).
@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from feedline._validate import non_negative_int, one_of, optional_positive_int
+from feedline._internal.validate import non_negative_int, one_of, optional_positive_int
 from feedline.dataset.base import Dataset, RandomAccessDataset
 from feedline.exceptions import CheckpointError, FeedError
 from feedline.train.distributed import split_dataset
@@ -98,7 +98,7 @@ class DataProvider(RunnerItem):
     yields batches). ``drop_last``: drop a last smaller batch. ``prefetch``: convert up
     to this many batches ahead in a background thread (0: in the training thread).
     ``shard``, ``split_mode``, ``remainder``: data-parallel splitting (see above).
-    ``sequence``, ``non_blocking``: passed to :func:`~feedline.to_torch.to_torch`.
+    ``sequence``, ``non_blocking``: passed to :func:`~feedline.pytorch.convert.to_torch`.
     ``stats``: time every pipeline stage (``dataset.iterator(stats=True)``); after each
     pass ``last_stats`` holds its :class:`~feedline.runtime.stats.StatsReport`.
     ``state_key``: checkpoint entry name (testers use ``None``: they always start a pass
@@ -200,7 +200,7 @@ class DataProvider(RunnerItem):
         ctx = self.context
         convert = self._convert
         if convert is None:
-            from feedline.to_torch import converter
+            from feedline.pytorch.convert import converter
 
             convert = self._convert = converter(device=ctx.device, non_blocking=self.non_blocking,
                                                 sequence=self.sequence)
@@ -229,10 +229,10 @@ class DataProvider(RunnerItem):
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        from feedline.train.checkpoint import _gather
+        from feedline.train.checkpoint import gather_objects
 
         mine = None if self._it is None else self._it.get_state()
-        ranks = _gather(mine)
+        ranks = gather_objects(mine)
         if ranks is None:
             return {"iterator": mine, "epoch": self._epoch}
         return {"iterator": None, "ranks": ranks, "epoch": self._epoch}

@@ -34,9 +34,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from feedline._validate import one_of, positive_int
+from feedline._internal.validate import check_float, one_of, positive_int
 from feedline.exceptions import CheckpointError
-from feedline.train.config import check_float
 from feedline.train.runner import RunnerItem
 
 __all__ = ["EarlyStopping"]

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from feedline._validate import callable_arg
+from feedline._internal.validate import callable_arg
 from feedline.train.events import BeginIteration, BeginPass, EndIteration, EndPass
 from feedline.train.runner import RunnerItem
 

@@ -38,8 +38,8 @@ import csv
 import os
 from typing import Any
 
-from feedline._optional import require
-from feedline._validate import optional_positive_int
+from feedline._internal.optional import require
+from feedline._internal.validate import optional_positive_int
 from feedline.train.runner import RunnerContext, RunnerItem
 
 __all__ = ["MetricsLogger"]

@@ -40,7 +40,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from feedline.train.config import check_float
+from feedline._internal.validate import check_float
 from feedline.train.runner import RunnerItem
 
 __all__ = ["Progress"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from feedline._validate import positive_int
+from feedline._internal.validate import positive_int
 from feedline.train.checkpoint import save_params
 from feedline.train.runner import RunnerItem
 

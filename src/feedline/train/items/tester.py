@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedline._validate import positive_int
+from feedline._internal.validate import positive_int
 from feedline.train.items.data_provider import DataProvider
 from feedline.train.items.test_ops import TestOps
 from feedline.train.runner import Runner, RunnerContext, RunnerItem

@@ -1,0 +1,153 @@
+"""Argument checks shared by every public constructor.
+
+Messages read "`batch_size` must be a positive int, got 0".
+
+>>> positive_int("batch_size", 4)
+4
+>>> positive_int("batch_size", 0)
+Traceback (most recent call last):
+...
+ValueError: `batch_size` must be a positive int, got 0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "positive_int",
+    "non_negative_int",
+    "optional_positive_int",
+    "one_of",
+    "callable_arg",
+    "probability",
+    "check_float",
+    "non_negative_float",
+    "positive_int_arg",
+    "non_negative_int_arg",
+]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def positive_int(name: str, value: Any) -> int:
+    """Return ``value`` if it is an int > 0, else raise ``ValueError``/``TypeError``."""
+    if not _is_int(value):
+        raise TypeError(f"`{name}` must be a positive int, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+    return value
+
+
+def non_negative_int(name: str, value: Any) -> int:
+    """Return ``value`` if it is an int >= 0, else raise ``ValueError``/``TypeError``."""
+    if not _is_int(value):
+        raise TypeError(f"`{name}` must be a non-negative int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"`{name}` must be a non-negative int, got {value!r}")
+    return value
+
+
+def optional_positive_int(name: str, value: Any) -> int | None:
+    """Like :func:`positive_int` but ``None`` passes through."""
+    return None if value is None else positive_int(name, value)
+
+
+def one_of(name: str, value: Any, choices: tuple) -> Any:
+    """Return ``value`` if it is one of ``choices``, else raise ``ValueError``."""
+    if value not in choices:
+        options = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"`{name}` must be one of {options}, got {value!r}")
+    return value
+
+
+def callable_arg(name: str, value: Any) -> Callable:
+    """Return ``value`` if it is callable, else raise ``TypeError``."""
+    if not callable(value):
+        raise TypeError(f"`{name}` must be callable, got {type(value).__name__} {value!r}")
+    return value
+
+
+def probability(name: str, value: Any) -> float:
+    """Return ``value`` as a float if it lies in [0, 1], else raise ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{name}` must be a number in [0, 1], got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"`{name}` must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_float(name: str, value: Any, *, low: float = 0.0, high: float | None = None,
+                low_open: bool = False, high_open: bool = True, text: str | None = None) -> float:
+    """``value`` as a float if it lies in the interval, else ``ValueError``/``TypeError``.
+
+    >>> check_float("rate", 0.5)
+    0.5
+    >>> check_float("rate", -1)
+    Traceback (most recent call last):
+    ...
+    ValueError: `rate` must be a number >= 0, got -1
+    """
+    if text is None:
+        text = f"a number {'>' if low_open else '>='} {low:g}"
+        if high is not None:
+            text = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{name}` must be {text}, got {value!r}")
+    v = float(value)
+    bad = v < low or (low_open and v == low) or v != v
+    if high is not None:
+        bad = bad or v > high or (high_open and v == high)
+    if bad:
+        raise ValueError(f"`{name}` must be {text}, got {value!r}")
+    return v
+
+
+def non_negative_float(name: str, value: Any) -> float:
+    """``value`` as a float if it is a finite number ``>= 0``.
+
+    >>> non_negative_float("pad", 2)
+    2.0
+    >>> non_negative_float("pad", float("inf"))
+    Traceback (most recent call last):
+    ...
+    ValueError: `pad` must be a non-negative number, got inf
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"`{name}` must be a non-negative number, got {value!r}")
+    if not (0 <= value < float("inf")):
+        raise ValueError(f"`{name}` must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _int_arg(text: str, low: int, what: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
+    return value
+
+
+def positive_int_arg(text: str) -> int:
+    """An ``argparse`` type: a command-line value that must be a positive int.
+
+    >>> positive_int_arg("3")
+    3
+    """
+    return _int_arg(text, 1, "a positive int")
+
+
+def non_negative_int_arg(text: str) -> int:
+    """An ``argparse`` type: a command-line value that must be an int ``>= 0``.
+
+    >>> non_negative_int_arg("0")
+    0
+    """
+    return _int_arg(text, 0, "a non-negative int")

@@ -1,0 +1,572 @@
+"""CSV records decoded as ``tf.io.decode_csv`` decodes them, and a typed CSV file reader.
+
+Column types come from ``record_defaults``, one entry per column:
+
+* a value gives the column's type and the value used for an empty field: a Python
+  ``int`` makes an int32 column (int64 if it does not fit), a ``float`` float32, a
+  ``str``/``bytes`` a string column; numpy scalars and one-element lists or arrays keep
+  their dtype (``np.int64(0)``, ``[np.float64(0)]``);
+* a dtype (``int`` = int32, ``float`` = float32, ``str``/``bytes`` = string,
+  ``np.int32``, ``np.int64``, ``np.float32``, ``np.float64``, a ``numpy.dtype``) or an
+  empty numpy array of that dtype makes the column *required*; an empty Python list is a
+  required float32 column (as ``tf.constant([])`` is float32).
+
+A field that is empty or equal to ``na_value`` takes the column default; in a required
+column it raises :class:`~feedline.exceptions.MissingFeatureError`. A field that is not
+a number of its column's type (underscores are not accepted) raises
+:class:`~feedline.exceptions.DecodeError`, as does a record with the wrong number of
+fields (without ``select_cols``: exactly one per default; with it: at least up to the
+last selected column). Errors name the record (and, when reading a file, the path, the
+line and the byte offset) and the column.
+
+Quoting follows RFC 4180 when ``use_quote_delim`` (default): a field that starts with
+``"`` runs to the closing quote, may hold the delimiter and newlines (in files), and
+``""`` inside stands for one quote; a quote inside an unquoted field, or text after a
+closing quote, is an error. With ``use_quote_delim=False`` quotes are ordinary text.
+String columns come back as numpy ``object`` arrays of ``bytes`` (TensorFlow's strings).
+
+>>> cols = decode_csv(['1,"a,b",2.5', ',x,'], [0, "none", np.float64(0)])
+>>> cols[0], cols[1], cols[2]
+(array([1, 0], dtype=int32), array([b'a,b', b'x'], dtype=object), array([2.5, 0. ]))
+>>> decode_csv(["1,"], [0, int])
+Traceback (most recent call last):
+...
+feedline.exceptions.MissingFeatureError: record 0: field 1 (int32) is required but missing
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from feedline._internal.on_error import check_on_error, report
+from feedline._internal.validate import optional_positive_int
+from feedline.dataset.iterator import DatasetIterator, check_state
+from feedline.exceptions import DataError, DecodeError, MissingFeatureError
+from feedline.formats.text import TextLineReader
+
+__all__ = ["decode_csv", "split_record", "iter_records", "CSVReader", "read_csv"]
+
+_INT_RANGE = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+_NUMPY = {
+    "int32": np.int32,
+    "int64": np.int64,
+    "float32": np.float32,
+    "float64": np.float64,
+    "string": object,
+}
+_QUOTE = ord('"')
+
+
+class _Col(NamedTuple):
+    dtype: str
+    default: Any  # None when the column is required
+
+
+def _dtype_marker(value: Any) -> str | None:
+    """The column dtype named by ``value`` if it is a dtype marker, else ``None``."""
+    if value is int:
+        return "int32"
+    if value is float:
+        return "float32"
+    if value is str or value is bytes:
+        return "string"
+    if isinstance(value, type) and issubclass(value, np.generic) or isinstance(value, np.dtype):
+        dt = np.dtype(value)
+        if dt.kind in "SUO":
+            return "string"
+        if dt.name in _NUMPY:
+            return dt.name
+    return None
+
+
+def _column(i: int, value: Any) -> _Col:
+    what = f"`record_defaults[{i}]`"
+    marker = _dtype_marker(value)
+    if marker is not None:
+        return _Col(marker, None)
+    if isinstance(value, np.ndarray) and value.size == 0:
+        kind = _dtype_marker(value.dtype)
+        if kind is None:
+            raise TypeError(f"{what} has an unsupported dtype {value.dtype}")
+        return _Col(kind, None)
+    if isinstance(value, (list, tuple)) and not value:
+        return _Col("float32", None)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        if len(value) != 1:
+            raise ValueError(f"{what} must hold one default value, got {len(value)}")
+        value = value[0]
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be an int, float or string default, got bool")
+    if isinstance(value, (str, bytes, np.str_, np.bytes_)):
+        return _Col("string", value.encode("utf-8") if isinstance(value, str) else bytes(value))
+    if isinstance(value, np.generic):
+        kind = _dtype_marker(type(value))
+        if kind is None or kind == "string":
+            raise TypeError(f"{what} has an unsupported dtype {value.dtype}")
+        return _Col(kind, value.item())
+    if isinstance(value, numbers.Integral):
+        lo, hi = _INT_RANGE["int32"]
+        kind = "int32" if lo <= value <= hi else "int64"
+        if not _INT_RANGE["int64"][0] <= value <= _INT_RANGE["int64"][1]:
+            raise ValueError(f"{what} = {value} does not fit in int64")
+        return _Col(kind, int(value))
+    if isinstance(value, numbers.Real):
+        return _Col("float32", float(value))
+    raise TypeError(
+        f"{what} must be a default value, a dtype or an empty list, got {type(value).__name__}"
+    )
+
+
+def _columns(record_defaults: Sequence[Any]) -> list[_Col]:
+    if isinstance(record_defaults, (str, bytes)) or not isinstance(
+        record_defaults, (Sequence, np.ndarray)
+    ):
+        raise TypeError("`record_defaults` must be a list with one entry per column")
+    if not len(record_defaults):
+        raise ValueError("`record_defaults` must name at least one column")
+    return [_column(i, v) for i, v in enumerate(record_defaults)]
+
+
+class _Syntax(Exception):
+    pass
+
+
+def _split_quoted(rec: bytes, delim: bytes) -> list[bytes]:
+    """Split one record with RFC 4180 quoting."""
+    fields: list[bytes] = []
+    n = len(rec)
+    d = delim[0]
+    i = 0
+    while True:
+        if i < n and rec[i] == _QUOTE:
+            parts = []
+            j = i + 1
+            while True:
+                k = rec.find(b'"', j)
+                if k < 0:
+                    raise _Syntax(f"field {len(fields)}: a quoted field has no closing quote")
+                parts.append(rec[j:k])
+                if k + 1 < n and rec[k + 1] == _QUOTE:
+                    parts.append(b'"')
+                    j = k + 2
+                    continue
+                i = k + 1
+                break
+            fields.append(b"".join(parts))
+            if i == n:
+                return fields
+            if rec[i] != d:
+                raise _Syntax(
+                    f"field {len(fields) - 1}: a closing quote must be followed by the "
+                    "delimiter or the end of the record"
+                )
+            i += 1
+            continue
+        k = rec.find(delim, i)
+        field = rec[i:] if k < 0 else rec[i:k]
+        if b'"' in field:
+            raise _Syntax(f"field {len(fields)}: a quote inside an unquoted field")
+        fields.append(field)
+        if k < 0:
+            return fields
+        i = k + 1
+
+
+def split_record(
+    record: str | bytes, *, field_delim: str = ",", use_quote_delim: bool = True
+) -> list[bytes]:
+    """Split one CSV record into its fields (``bytes``, quotes removed).
+
+    >>> split_record('x,"say ""hi"", now",')
+    [b'x', b'say "hi", now', b'']
+    """
+    rec = _as_record(record, 0)
+    delim = _options(field_delim, "", None, 0)[0]
+    try:
+        if use_quote_delim and b'"' in rec:
+            return _split_quoted(rec, delim)
+        return rec.split(delim)
+    except _Syntax as exc:
+        raise DecodeError(str(exc)) from None
+
+
+def _join_quoted(lines: TextLineReader, quote: bool, path: str):
+    """Yield ``(record, 1-based line, byte offset)``, joining lines inside quotes."""
+    while True:
+        offset = lines.tell()
+        number = lines.line_number + 1
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        if quote and line.count(b'"') % 2:
+            parts = [line]
+            quotes = line.count(b'"')
+            while quotes % 2:
+                try:
+                    more = next(lines)
+                except StopIteration:
+                    raise DecodeError(
+                        "a quoted field is not closed before the end of the file",
+                        path=path,
+                        line=number,
+                        offset=offset,
+                    ) from None
+                parts.append(more)
+                quotes += more.count(b'"')
+            line = b"\n".join(parts)
+        yield line, number, offset
+
+
+def iter_records(
+    path: str | os.PathLike, *, use_quote_delim: bool = True, compression: str | None = "auto"
+):
+    """Yield the raw records of a CSV file as ``bytes`` (line endings removed; lines
+    joined where a quoted field holds a newline), ready for :func:`decode_csv`."""
+    reader = TextLineReader(path, compression=compression)
+    with reader:
+        for record, _, _ in _join_quoted(reader, bool(use_quote_delim), os.fspath(path)):
+            yield record
+
+
+def _parse_number(field: bytes, dtype: str) -> Any:
+    """Parse one numeric field as TF does; ``ValueError`` when it is not one."""
+    if b"_" in field or b"\x00" in field:
+        raise ValueError(field)
+    if dtype in _INT_RANGE:
+        value = int(field)
+        lo, hi = _INT_RANGE[dtype]
+        if not lo <= value <= hi:
+            raise ValueError(field)
+        return value
+    return float(field)
+
+
+def _convert(col: _Col, fields: list[bytes], na: bytes, number: int, locate) -> np.ndarray:
+    """Typed numpy column from the field ``bytes`` of column ``number``."""
+    n = len(fields)
+    arr = np.empty(n, dtype=object)
+    arr[:] = fields
+    missing = arr == b""
+    if na:
+        missing |= arr == na
+    if col.default is None and missing.any():
+        k = int(np.flatnonzero(missing)[0])
+        raise MissingFeatureError(
+            f"field {number} ({col.dtype}) is required but missing", **locate(k)
+        )
+    if col.dtype == "string":
+        if missing.any():
+            arr[missing] = col.default
+        return arr
+    out = np.empty(n, dtype=_NUMPY[col.dtype])
+    present = ~missing
+    if missing.any():
+        out[missing] = col.default
+    good = arr[present].tolist()
+    if not good:
+        return out
+    joined = b"".join(good)
+    try:
+        if b"_" in joined or b"\x00" in joined:
+            raise ValueError("slow path")
+        out[present] = np.array(good, dtype=bytes).astype(out.dtype)
+        return out
+    except (ValueError, OverflowError):
+        pass
+    where = np.flatnonzero(present)
+    for k, field in zip(where.tolist(), good):
+        try:
+            out[k] = _parse_number(field, col.dtype)
+        except (ValueError, OverflowError):
+            raise DecodeError(
+                f"field {number} is not a valid {col.dtype}: {field[:40]!r}", **locate(k)
+            ) from None
+    return out
+
+
+def _as_record(rec: Any, k: int) -> bytes:
+    if isinstance(rec, bytes):
+        return rec
+    if isinstance(rec, str):
+        return rec.encode("utf-8")
+    if isinstance(rec, (bytearray, memoryview, np.bytes_)):
+        return bytes(rec)
+    raise TypeError(f"a CSV record must be str or bytes, got {type(rec).__name__} (record {k})")
+
+
+def _options(field_delim: Any, na_value: Any, select_cols: Any, ncols: int):
+    if isinstance(field_delim, str):
+        field_delim = field_delim.encode("utf-8")
+    if not isinstance(field_delim, bytes) or len(field_delim) != 1 or field_delim in b'"\n\r':
+        raise ValueError(
+            f"`field_delim` must be one character other than a quote, got {field_delim!r}"
+        )
+    if isinstance(na_value, str):
+        na_value = na_value.encode("utf-8")
+    if not isinstance(na_value, bytes):
+        raise TypeError(f"`na_value` must be a str, got {na_value!r}")
+    if select_cols is not None:
+        cols = list(select_cols)
+        if any(isinstance(c, bool) or not isinstance(c, numbers.Integral) or c < 0 for c in cols):
+            raise ValueError(f"`select_cols` must be non-negative ints, got {select_cols!r}")
+        if any(b <= a for a, b in zip(cols, cols[1:])):
+            raise ValueError(f"`select_cols` must be strictly increasing, got {select_cols!r}")
+        if len(cols) != ncols:
+            raise ValueError(
+                f"`select_cols` names {len(cols)} columns but `record_defaults` has {ncols}"
+            )
+        select_cols = [int(c) for c in cols]
+    return field_delim, na_value, select_cols
+
+
+def _decode(records, cols, delim, quote, na, select, locate) -> list[np.ndarray]:
+    rows = []
+    split_quoted = _split_quoted
+    for k, rec in enumerate(records):
+        try:
+            rows.append(split_quoted(rec, delim) if quote and b'"' in rec else rec.split(delim))
+        except _Syntax as exc:
+            raise DecodeError(str(exc), **locate(k)) from None
+    if select is None:
+        want = len(cols)
+        if any(len(r) != want for r in rows):
+            k = next(k for k, r in enumerate(rows) if len(r) != want)
+            raise DecodeError(f"expected {want} fields, found {len(rows[k])}", **locate(k))
+        columns = list(zip(*rows)) if rows else [()] * want
+    else:
+        need = select[-1] + 1
+        if any(len(r) < need for r in rows):
+            k = next(k for k, r in enumerate(rows) if len(r) < need)
+            raise DecodeError(
+                f"expected at least {need} fields for select_cols, found {len(rows[k])}",
+                **locate(k),
+            )
+        columns = [[r[c] for r in rows] for c in select]
+    numbers_ = select if select is not None else range(len(cols))
+    return [
+        _convert(col, list(fields), na, number, locate)
+        for col, fields, number in zip(cols, columns, numbers_)
+    ]
+
+
+def decode_csv(
+    records: Sequence[Any],
+    record_defaults: Sequence[Any],
+    *,
+    field_delim: str = ",",
+    use_quote_delim: bool = True,
+    na_value: str = "",
+    select_cols: Sequence[int] | None = None,
+) -> list[np.ndarray]:
+    """Decode CSV ``records`` (``str`` or ``bytes``, one record each, no line ending) into
+    one numpy array per column, as ``tf.io.decode_csv``; see the module docstring."""
+    cols = _columns(record_defaults)
+    delim, na, select = _options(field_delim, na_value, select_cols, len(cols))
+    if isinstance(records, (str, bytes)):
+        records = [records]
+    elif isinstance(records, np.ndarray):
+        records = records.ravel().tolist()
+    recs = [_as_record(r, k) for k, r in enumerate(records)]
+    return _decode(recs, cols, delim, bool(use_quote_delim), na, select, lambda k: {"index": k})
+
+
+class CSVReader(DatasetIterator[Any]):
+    """Typed records from one CSV file (see :func:`read_csv`)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        record_defaults: Sequence[Any],
+        *,
+        header: bool = False,
+        batch_size: int | None = None,
+        field_delim: str = ",",
+        use_quote_delim: bool = True,
+        na_value: str = "",
+        select_cols: Sequence[int] | None = None,
+        compression: str | None = "auto",
+        on_error: str = "raise",
+        storage_options: dict | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self._cols = _columns(record_defaults)
+        self._delim, self._na, self._select = _options(
+            field_delim, na_value, select_cols, len(self._cols)
+        )
+        self._quote = bool(use_quote_delim)
+        self.batch_size = optional_positive_int("batch_size", batch_size)
+        self.on_error = check_on_error(on_error)
+        if not isinstance(header, bool):
+            raise TypeError(f"`header` must be a bool, got {header!r}")
+        self._header = header
+        self.column_names: list[str] | None = None
+        self._lines = TextLineReader(
+            self.path, compression=compression, storage_options=storage_options
+        )
+        self._rows: list[tuple] = []
+        self._row_states: list[tuple[int, int]] = []
+        self._j = 0
+        self._skipped = 0
+
+    @property
+    def skipped(self) -> int:
+        """Records skipped because they did not decode (``skip``/``warn``)."""
+        return self._skipped
+
+    def _record(self) -> tuple[bytes, int, int] | None:
+        """Next record (joining lines inside quotes) with its 1-based line and offset."""
+        return next(_join_quoted(self._lines, self._quote, self.path), None)
+
+    def _read_header(self) -> None:
+        if self._header and self.column_names is None:
+            rec = self._record()
+            if rec is not None:
+                try:
+                    fields = (
+                        _split_quoted(rec[0], self._delim)
+                        if self._quote and b'"' in rec[0]
+                        else rec[0].split(self._delim)
+                    )
+                except _Syntax as exc:
+                    raise DecodeError(
+                        f"header: {exc}", path=self.path, line=rec[1], offset=rec[2]
+                    ) from None
+                self.column_names = [f.decode("utf-8", "replace") for f in fields]
+            else:
+                self.column_names = []
+
+    def _chunk(self, n: int) -> tuple[list[np.ndarray], list[tuple[int, int, int]]] | None:
+        """Decode up to ``n`` records; returns the columns and, for each record kept,
+        ``(offset, line, skipped)``: the state just after it."""
+        self._read_header()
+        recs: list[bytes] = []
+        where: list[tuple[int, int]] = []
+        after: list[tuple[int, int, int]] = []  # offset, line, number of skips before
+        while len(recs) < n:
+            rec = self._record()
+            if rec is None:
+                break
+            recs.append(rec[0])
+            where.append((rec[1], rec[2]))
+            after.append((self._lines.tell(), self._lines.line_number, self._skipped))
+        if not recs:
+            return None
+        while True:
+
+            def locate(k: int) -> dict:
+                return {"path": self.path, "line": where[k][0], "offset": where[k][1]}
+
+            try:
+                return (
+                    _decode(
+                        recs, self._cols, self._delim, self._quote, self._na, self._select, locate
+                    ),
+                    after,
+                )
+            except DataError as exc:
+                report(exc, self.on_error, stacklevel=4)
+                k = next(i for i, w in enumerate(where) if w[0] == exc.line)
+                self._skipped += 1
+                del recs[k], where[k], after[k]
+                after[k:] = [(o, line, skips + 1) for o, line, skips in after[k:]]
+                if not recs:
+                    return [np.empty(0, dtype=_NUMPY[c.dtype]) for c in self._cols], []
+
+    def __next__(self) -> Any:
+        if self.batch_size is not None:
+            while True:
+                got = self._chunk(self.batch_size)
+                if got is None:
+                    raise StopIteration
+                columns, after = got
+                if after:
+                    return columns
+        while self._j >= len(self._rows):
+            got = self._chunk(256)
+            if got is None:
+                raise StopIteration
+            columns, after = got
+            self._rows = list(zip(*[c.tolist() for c in columns])) if after else []
+            self._row_states = after
+            self._j = 0
+        row = self._rows[self._j]
+        self._j += 1
+        return row
+
+    def get_state(self) -> dict[str, Any]:
+        if 0 < self._j < len(self._rows):
+            offset, line, skipped = self._row_states[self._j - 1]
+        else:
+            offset, line, skipped = self._lines.tell(), self._lines.line_number, self._skipped
+        return {
+            "type": "csv",
+            "offset": offset,
+            "line": line,
+            "skipped": skipped,
+            "header_read": self.column_names is not None,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        check_state(state, "csv", ("offset", "line"))
+        self._lines.set_state({"type": "text", "offset": state["offset"], "line": state["line"]})
+        self._rows, self._row_states, self._j = [], [], 0
+        self._skipped = int(state.get("skipped", 0))
+        if state.get("header_read") and self.column_names is None:
+            self.column_names = []
+
+    def close(self) -> None:
+        lines = getattr(self, "_lines", None)
+        if lines is not None:
+            lines.close()
+
+
+def read_csv(
+    path: str | os.PathLike,
+    record_defaults: Sequence[Any],
+    *,
+    header: bool = False,
+    batch_size: int | None = None,
+    field_delim: str = ",",
+    use_quote_delim: bool = True,
+    na_value: str = "",
+    select_cols: Sequence[int] | None = None,
+    compression: str | None = "auto",
+    on_error: str = "raise",
+    storage_options: dict | None = None,
+) -> CSVReader:
+    """Read the CSV file ``path`` with :func:`decode_csv`'s typing rules.
+
+    Yields one tuple of Python values per record (``int``, ``float``, ``bytes``) or, with
+    ``batch_size``, a list of numpy columns per batch of records. ``header=True`` skips
+    the first record and keeps its fields in ``column_names``. A quoted field may span
+    lines. Errors name the path, the line where the record starts and its byte offset;
+    with ``on_error="skip"``/``"warn"`` a bad record is skipped and counted in
+    ``skipped``. The reader's state is the byte offset and line of the next record.
+    ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``)
+    read with ``storage_options``; the file is opened on the first read.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+    >>> _ = open(path, "w").write('id,name\\n1,"multi\\nline"\\n2,\\n')
+    >>> list(read_csv(path, [0, "?"], header=True))
+    [(1, b'multi\\nline'), (2, b'?')]
+    """
+    return CSVReader(
+        path,
+        record_defaults,
+        header=header,
+        batch_size=batch_size,
+        field_delim=field_delim,
+        use_quote_delim=use_quote_delim,
+        na_value=na_value,
+        select_cols=select_cols,
+        compression=compression,
+        on_error=on_error,
+        storage_options=storage_options,
+    )

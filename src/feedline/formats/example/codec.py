@@ -1,0 +1,298 @@
+"""Encoding, decoding and parsing of ``tf.train.Example`` records; documented in
+:mod:`feedline.example`.
+
+>>> decode_example(encode_example({"label": 3}))
+{'label': array([3])}
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from feedline.exceptions import CorruptRecordError
+from feedline.formats.example import parse as _parse
+from feedline.formats.example import wire
+from feedline.formats.example.spec import (
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    RaggedFeature,
+    RaggedTensorValue,
+    SparseTensorValue,
+    VarLenFeature,
+)
+
+__all__ = [
+    "FixedLenFeature",
+    "VarLenFeature",
+    "RaggedFeature",
+    "FixedLenSequenceFeature",
+    "SparseTensorValue",
+    "RaggedTensorValue",
+    "encode_example",
+    "decode_example",
+    "encode_sequence_example",
+    "decode_sequence_example",
+    "parse_example",
+    "parse_single_example",
+    "parse_sequence_example",
+    "parse_single_sequence_example",
+]
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _int64_array(name: str, values: Any) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"feature {name!r}: value {int(arr.max())} does not fit in int64")
+    if arr.dtype.kind == "O":
+        for v in arr.ravel():
+            if not -(2**63) <= int(v) < 2**63:
+                raise ValueError(f"feature {name!r}: value {int(v)} does not fit in int64")
+    return arr.astype(np.int64).ravel()
+
+
+def _to_feature(name: str, value: Any) -> tuple[str | None, Any]:
+    """Map a Python/numpy value to ``(kind, values)`` for :mod:`feedline.formats.example.wire`."""
+    if value is None:
+        return None, None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "bytes", [bytes(value)]
+    if isinstance(value, str):
+        return "bytes", [value.encode("utf-8")]
+    if isinstance(value, (bool, np.bool_, numbers.Integral)):
+        return "int64", _int64_array(name, [int(value)])
+    if isinstance(value, numbers.Real):
+        return "float", np.asarray([value], dtype=np.float32)
+    if isinstance(value, np.ndarray):
+        kind = value.dtype.kind
+        if kind in "biu":
+            return "int64", _int64_array(name, value)
+        if kind == "f":
+            return "float", value.astype(np.float32).ravel()
+        if kind in "SUO":
+            return "bytes", [_bytes_item(name, v) for v in value.ravel().tolist()]
+        raise TypeError(f"feature {name!r}: cannot encode a numpy array of dtype {value.dtype}")
+    if isinstance(value, (list, tuple, range)):
+        items = list(value)
+        if not items:
+            return None, None
+        if all(isinstance(v, (bytes, bytearray, memoryview, str)) for v in items):
+            return "bytes", [_bytes_item(name, v) for v in items]
+        if any(isinstance(v, (bytes, bytearray, memoryview, str)) for v in items):
+            raise TypeError(f"feature {name!r}: a list mixes strings and numbers")
+        try:
+            arr = np.asarray(items)
+        except ValueError as exc:
+            raise TypeError(f"feature {name!r}: cannot encode {value!r}") from exc
+        if arr.dtype.kind in "biu" or (
+            arr.dtype.kind == "O" and all(isinstance(v, numbers.Integral) for v in arr.ravel())
+        ):
+            return "int64", _int64_array(name, arr)
+        if arr.dtype.kind == "f":
+            return "float", arr.astype(np.float32).ravel()
+        raise TypeError(f"feature {name!r}: cannot encode {value!r}")
+    raise TypeError(f"feature {name!r}: cannot encode a value of type {type(value).__name__}")
+
+
+def _bytes_item(name: str, v: Any) -> bytes:
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, (bytes, bytearray, memoryview, np.bytes_)):
+        return bytes(v)
+    raise TypeError(f"feature {name!r}: expected bytes or str items, got {type(v).__name__}")
+
+
+def _features_arg(features: Mapping[str, Any], what: str) -> dict:
+    if not isinstance(features, Mapping):
+        raise TypeError(
+            f"`{what}` must be a mapping of names to values, got {type(features).__name__}"
+        )
+    out = {}
+    for name, value in features.items():
+        if not isinstance(name, str):
+            raise TypeError(f"feature names must be str, got {name!r}")
+        out[name] = _to_feature(name, value)
+    return out
+
+
+def encode_example(features: Mapping[str, Any], *, packed: bool = True) -> bytes:
+    """Serialize a ``tf.train.Example`` from ``{name: value}`` (see the module doc)."""
+    return wire.encode_example_bytes(_features_arg(features, "features"), packed=packed)
+
+
+def encode_sequence_example(
+    context: Mapping[str, Any] | None = None,
+    feature_lists: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    packed: bool = True,
+) -> bytes:
+    """Serialize a ``tf.train.SequenceExample``: ``context`` like :func:`encode_example`,
+    ``feature_lists`` as ``{name: [value per step, ...]}``.
+
+    >>> data = encode_sequence_example({"id": 7}, {"tok": [[1, 2], [3]]})
+    >>> ctx, lists = decode_sequence_example(data)
+    >>> ctx["id"], [v.tolist() for v in lists["tok"]]
+    (array([7]), [[1, 2], [3]])
+    """
+    ctx = _features_arg(context or {}, "context")
+    lists = {}
+    if feature_lists is not None and not isinstance(feature_lists, Mapping):
+        raise TypeError(
+            "`feature_lists` must be a mapping of names to lists of values, got "
+            f"{type(feature_lists).__name__}"
+        )
+    for name, steps in (feature_lists or {}).items():
+        if not isinstance(name, str):
+            raise TypeError(f"feature names must be str, got {name!r}")
+        if isinstance(steps, (str, bytes)) or not isinstance(steps, (Sequence, np.ndarray)):
+            raise TypeError(f"feature list {name!r} must be a list of steps, got {steps!r}")
+        lists[name] = [_to_feature(name, step) for step in steps]
+    return wire.encode_sequence_bytes(ctx, lists, packed=packed)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _malformed(exc: wire.Malformed, what: str, index: int | None) -> CorruptRecordError:
+    err = CorruptRecordError(
+        f"malformed {what}: {exc.message} at byte {exc.pos} of the record", index=index
+    )
+    err.__cause__ = exc
+    return err
+
+
+def _name(key: bytes, what: str, index: int | None) -> str:
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptRecordError(
+            f"malformed {what}: feature name {key!r} is not UTF-8", index=index
+        ) from None
+
+
+def _value(buf: bytes, raw: wire.RawFeature) -> Any:
+    if raw.kind is None:
+        return None
+    if raw.kind == "bytes":
+        return raw.chunks(buf)
+    data = b"".join(raw.chunks(buf))
+    if raw.kind == "float":
+        return np.frombuffer(data, dtype="<f4").astype(np.float32)
+    return wire.decode_varints(data)
+
+
+def decode_example(serialized: bytes, *, index: int | None = None) -> dict[str, Any]:
+    """Decode a serialized ``Example`` to ``{name: value}``: int64 / float32 arrays,
+    lists of ``bytes``, ``None`` for a ``Feature`` with no list set. ``index`` only
+    labels errors."""
+    buf = _as_bytes(serialized, index)
+    try:
+        raws = wire.parse_features(buf, 0, len(buf), example=True)
+        return {_name(k, "Example", index): _value(buf, raw) for k, raw in raws.items()}
+    except wire.Malformed as exc:
+        raise _malformed(exc, "Example", index) from exc
+
+
+def decode_sequence_example(
+    serialized: bytes, *, index: int | None = None
+) -> tuple[dict[str, Any], dict[str, list]]:
+    """Decode a serialized ``SequenceExample`` to ``(context, feature_lists)``; values as
+    in :func:`decode_example`, a feature list as a list of per-step values."""
+    buf = _as_bytes(serialized, index)
+    what = "SequenceExample"
+    try:
+        context, lists = wire.parse_sequence(buf, strict=True)
+        ctx = {
+            _name(k, what, index): _value(buf, wire.parse_feature_value(buf, v))
+            for k, v in context.items()
+        }
+        out = {
+            _name(k, what, index): [_value(buf, wire.parse_feature(buf, s, e)) for s, e in steps]
+            for k, steps in lists.items()
+        }
+        return ctx, out
+    except wire.Malformed as exc:
+        raise _malformed(exc, what, index) from exc
+
+
+def _as_bytes(serialized: Any, index: int | None) -> bytes:
+    if isinstance(serialized, bytes):
+        return serialized
+    if isinstance(serialized, (bytearray, memoryview, np.bytes_)):
+        return bytes(serialized)
+    where = "" if index is None else f" (record {index})"
+    raise TypeError(f"a serialized Example must be bytes, got {type(serialized).__name__}{where}")
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_example(serialized: Sequence[bytes], features: Mapping[str, Any]) -> dict[str, Any]:
+    """Parse a batch of serialized ``Example``s with ``features`` (``{name: spec}``), as
+    ``tf.io.parse_example`` does; see the module docstring for the result of each spec.
+
+    The batch is decoded with array operations over all records at once (records
+    written in an unusual but valid way take a per-record path with the same result).
+    Errors name the record's index in the batch.
+    """
+    features = _parse.check_specs(features, "features")
+    return _parse.parse_examples(_parse.as_batch(serialized, _as_bytes), features)
+
+
+def parse_single_example(serialized: bytes, features: Mapping[str, Any]) -> dict[str, Any]:
+    """Parse one serialized ``Example``: like :func:`parse_example` without the batch
+    dimension (a :class:`RaggedFeature` without partitions gives a plain array).
+
+    >>> parse_single_example(encode_example({"x": [1.5, 2]}), {"x": FixedLenFeature([2], float)})
+    {'x': array([1.5, 2. ], dtype=float32)}
+    """
+    out = parse_example([serialized], features)
+    return {name: _parse.strip_batch(v) for name, v in out.items()}
+
+
+def parse_sequence_example(
+    serialized: Sequence[bytes],
+    context_features: Mapping[str, Any] | None = None,
+    sequence_features: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, np.ndarray]]:
+    """Parse a batch of serialized ``SequenceExample``s as ``tf.io.parse_sequence_example``:
+    returns ``(context, feature_lists, lengths)``; ``lengths[name]`` (int64, per record)
+    for each :class:`FixedLenSequenceFeature`.
+
+    >>> data = [encode_sequence_example({"id": 1}, {"tok": [[5], [6]]}),
+    ...         encode_sequence_example({"id": 2}, {"tok": [[7]]})]
+    >>> ctx, seq, lengths = parse_sequence_example(
+    ...     data, {"id": FixedLenFeature([], "int64")},
+    ...     {"tok": FixedLenSequenceFeature([], "int64")})
+    >>> ctx["id"], seq["tok"], lengths["tok"]
+    (array([1, 2]), array([[5, 6],
+           [7, 0]]), array([2, 1]))
+    """
+    context_features = _parse.check_specs(context_features or {}, "context_features")
+    sequence_features = _parse.check_specs(sequence_features or {}, "sequence_features")
+    for name, spec in sequence_features.items():
+        if isinstance(spec, FixedLenFeature):
+            raise TypeError(
+                f"feature list {name!r}: use FixedLenSequenceFeature, not FixedLenFeature"
+            )
+    bufs = _parse.as_batch(serialized, _as_bytes)
+    return _parse.parse_sequences(bufs, context_features, sequence_features)
+
+
+def parse_single_sequence_example(
+    serialized: bytes,
+    context_features: Mapping[str, Any] | None = None,
+    sequence_features: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Parse one serialized ``SequenceExample``: ``(context, feature_lists)`` without the
+    batch dimension (a fixed-length feature list is ``(steps, *shape)``)."""
+    ctx, seq, _ = parse_sequence_example([serialized], context_features, sequence_features)
+    return (
+        {k: _parse.strip_batch(v) for k, v in ctx.items()},
+        {k: _parse.strip_batch(v) for k, v in seq.items()},
+    )

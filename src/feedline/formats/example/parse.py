@@ -1,0 +1,471 @@
+"""Batch parsing behind :func:`feedline.example.parse_example` and
+:func:`~feedline.example.parse_sequence_example`.
+
+Records are joined into one buffer; :mod:`feedline.formats.example.batch` locates and decodes
+the wanted features of all records at once (the scalar decoder of
+:mod:`feedline.formats.example.wire` takes the records written unusually); :func:`gather` turns
+one key's value chunks into numpy values and per-record counts; :func:`assemble` builds
+the result of one spec (dense, sparse, ragged, padded sequence) from those, vectorised.
+
+>>> from feedline.formats.example.wire import encode_example_bytes
+>>> from feedline.formats.example.spec import VarLenFeature
+>>> out = parse_examples([encode_example_bytes({"a": ("int64", [7, 8])})],
+...                      {"a": VarLenFeature("int64")})
+>>> out["a"].values.tolist(), out["a"].dense_shape.tolist()
+([7, 8], [1, 2])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from feedline.exceptions import CorruptRecordError, DecodeError, MissingFeatureError
+from feedline.formats.example import batch, wire
+from feedline.formats.example.spec import (
+    SPECS,
+    FixedLenSequenceFeature,
+    RaggedFeature,
+    RaggedTensorValue,
+    RowSplitsPartition,
+    SparseTensorValue,
+    UniformRowLengthPartition,
+    VarLenFeature,
+)
+
+__all__ = ["parse_examples", "parse_sequences", "strip_batch", "check_specs", "as_batch"]
+
+_CODE = {"string": 1, "float32": 2, "int64": 3}
+_CODE_NAME = {1: "string", 2: "float32", 3: "int64"}
+_NP = {"int64": np.int64, "float32": np.float32, "string": object}
+
+
+def _malformed(exc: wire.Malformed, what: str, index: int | None, base: int = 0):
+    err = CorruptRecordError(
+        f"malformed {what}: {exc.message} at byte {exc.pos - base} of the record", index=index
+    )
+    err.__cause__ = exc
+    return err
+
+
+def check_specs(features: Any, what: str) -> dict:
+    if not isinstance(features, Mapping):
+        raise TypeError(f"`{what}` must be a mapping of names to feature specs")
+    for name, spec in features.items():
+        if not isinstance(name, str):
+            raise TypeError(f"feature names must be str, got {name!r}")
+        if not isinstance(spec, SPECS):
+            raise TypeError(
+                f"feature {name!r}: spec must be FixedLenFeature, VarLenFeature, RaggedFeature "
+                f"or FixedLenSequenceFeature, got {spec!r}"
+            )
+    return dict(features)
+
+
+def as_batch(serialized: Any, as_bytes) -> list[bytes]:
+    if isinstance(serialized, (bytes, bytearray, str)):
+        raise TypeError("`serialized` must be a sequence of serialized Examples, not one")
+    items = serialized.ravel().tolist() if isinstance(serialized, np.ndarray) else list(serialized)
+    return [as_bytes(s, i) for i, s in enumerate(items)]
+
+
+def _keys_of(spec: Any, name: str) -> list[str]:
+    if isinstance(spec, RaggedFeature):
+        keys = [spec.value_key or name]
+        keys += [p.key for p in spec.partitions if not isinstance(p, UniformRowLengthPartition)]
+        return keys
+    return [name]
+
+
+def _wanted(features: dict) -> list[bytes]:
+    keys: dict[bytes, None] = {}
+    for name, spec in features.items():
+        for k in _keys_of(spec, name):
+            keys[k.encode("utf-8")] = None
+    return list(keys)
+
+
+# --------------------------------------------------------------------------- values
+
+
+def _take(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Concatenate ``arr[start[i] : start[i] + length[i]]`` for all ``i``, vectorised."""
+    total = int(length.sum())
+    if not total:
+        return np.empty(0, dtype=arr.dtype)
+    shift = np.repeat(start - (np.cumsum(length) - length), length)
+    return arr[shift + np.arange(total)]
+
+
+class _Gather:
+    """Values and per-row counts of each key, computed once per (key, dtype).
+
+    ``rows`` is the number of rows the chunks are grouped by (records, or steps of
+    feature lists); ``record_of`` maps a row to its record for error messages.
+    """
+
+    def __init__(self, joined: bytes, chunks: dict, rows: int, record_of=None) -> None:
+        self.joined = joined
+        self.arr = np.frombuffer(joined, dtype=np.uint8)
+        self.chunks = chunks
+        self.rows = rows
+        self.record_of = record_of
+        self._done: dict = {}
+
+    def record(self, row: int) -> int:
+        return int(self.record_of[row]) if self.record_of is not None else int(row)
+
+    def __call__(self, key: str, dtype: str, name: str):
+        """``(present, counts, values)`` of ``key`` read as ``dtype``."""
+        cached = self._done.get((key, dtype))
+        if cached is None:
+            cached = self._done[(key, dtype)] = self._gather(key, dtype, name)
+        return cached
+
+    def _gather(self, key: str, dtype: str, name: str):
+        ch = self.chunks[key.encode("utf-8")]
+        code = _CODE[dtype]
+        wrong = np.flatnonzero((ch.kinds != 0) & (ch.kinds != code))
+        if wrong.size:
+            j = int(wrong[0])
+            raise DecodeError(
+                f"feature {name!r} holds {_CODE_NAME[int(ch.kinds[j])]} values, the spec "
+                f"wants {dtype}",
+                index=self.record(j),
+            )
+        present = ch.kinds != 0
+        n = self.rows
+        if code == 1:
+            values = np.empty(len(ch.start), dtype=object)
+            joined = self.joined
+            values[:] = [joined[a:b] for a, b in zip(ch.start.tolist(), ch.end.tolist())]
+            return present, np.bincount(ch.record, minlength=n).astype(np.int64), values
+        length = ch.end - ch.start
+        nonzero = length > 0
+        rec, start, length = ch.record[nonzero], ch.start[nonzero], length[nonzero]
+        data = _take(self.arr, start, length)
+        if code == 2:
+            counts = np.bincount(rec, weights=length, minlength=n).astype(np.int64) // 4
+            return present, counts, data.view("<f4").astype(np.float32)
+        try:
+            values = wire.decode_varints(data)
+        except wire.Malformed as exc:
+            chunk = int(np.searchsorted(np.cumsum(length), exc.pos, side="right"))
+            raise CorruptRecordError(
+                f"malformed Example: feature {name!r}: {exc.message}",
+                index=self.record(int(rec[chunk])),
+            ) from exc
+        if len(values) == len(data):
+            counts = np.bincount(rec, weights=length, minlength=n).astype(np.int64)
+        else:  # multi-byte varints: count the terminating bytes of each chunk
+            per_chunk = np.add.reduceat(data < 0x80, np.cumsum(length) - length)
+            counts = np.bincount(rec, weights=per_chunk, minlength=n).astype(np.int64)
+        return present, counts, values
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _padded(counts: np.ndarray, values: np.ndarray, row: tuple, dtype: str, pad: Any) -> np.ndarray:
+    """Place ``counts[i]`` rows of shape ``row`` per record into ``(n, longest, *row)``."""
+    n = len(counts)
+    longest = int(counts.max()) if n else 0
+    fill = pad if pad is not None else (b"" if dtype == "string" else 0)
+    out = np.full((n, longest, *row), fill, dtype=_NP[dtype])
+    if len(values):
+        rec = np.repeat(np.arange(n), counts)
+        pos = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        out[rec, pos] = values.reshape(-1, *row)
+    return out
+
+
+def _sparse(counts: np.ndarray, values: np.ndarray) -> SparseTensorValue:
+    n = len(counts)
+    rec = np.repeat(np.arange(n, dtype=np.int64), counts)
+    pos = np.arange(len(values), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    longest = int(counts.max()) if n else 0
+    return SparseTensorValue(
+        np.stack([rec, pos], axis=1) if len(values) else np.empty((0, 2), dtype=np.int64),
+        values,
+        np.array([n, longest], dtype=np.int64),
+    )
+
+
+def _partition_lengths(
+    spec: RaggedFeature, name: str, counts: np.ndarray, get: _Gather
+) -> tuple[np.ndarray, ...]:
+    """Row lengths for ``spec``'s partitions, applied innermost first, per record."""
+    inner: list[np.ndarray] = []
+    units = counts  # per record: how many items the current level has
+    for part in reversed(spec.partitions):
+        if isinstance(part, UniformRowLengthPartition):
+            k = part.length
+            bad = np.flatnonzero(units % k)
+            if bad.size:
+                i = int(bad[0])
+                raise DecodeError(
+                    f"feature {name!r}: {int(units[i])} values do not split into rows of {k}",
+                    index=get.record(i),
+                )
+            rows = units // k
+            lengths = np.full(int(rows.sum()), k, dtype=np.int64)
+        elif isinstance(part, RowSplitsPartition):
+            _, pcounts, splits = get(part.key, "int64", part.key)
+            rows = np.maximum(pcounts - 1, 0)
+            pieces = []
+            start = 0
+            for i, c in enumerate(pcounts.tolist()):
+                sp = splits[start : start + c]
+                start += c
+                if (c == 0 and units[i] != 0) or (
+                    c and (sp[0] != 0 or sp[-1] != units[i] or (np.diff(sp) < 0).any())
+                ):
+                    raise DecodeError(
+                        f"feature {name!r}: row splits {part.key!r} do not partition "
+                        f"{int(units[i])} values",
+                        index=get.record(i),
+                    )
+                pieces.append(np.diff(sp))
+            lengths = np.concatenate(pieces).astype(np.int64) if pieces else np.empty(0, np.int64)
+        else:  # RowLengths
+            _, pcounts, pvals = get(part.key, "int64", part.key)
+            rows = pcounts
+            lengths = pvals.astype(np.int64)
+            ends = np.cumsum(pcounts)
+            total = np.concatenate(([0], np.cumsum(lengths)))
+            per_record = total[ends] - total[ends - pcounts]
+            record_of = np.repeat(np.arange(len(pcounts)), pcounts)
+            bad = np.concatenate((record_of[lengths < 0], np.flatnonzero(per_record != units)))
+            if bad.size:
+                i = int(bad.min())
+                raise DecodeError(
+                    f"feature {name!r}: row lengths {part.key!r} do not add up to "
+                    f"{int(units[i])} values",
+                    index=get.record(i),
+                )
+        inner.insert(0, lengths)
+        units = rows
+    return (units.astype(np.int64), *inner)
+
+
+def _assemble(name: str, spec: Any, get: _Gather, n: int) -> Any:
+    if isinstance(spec, RaggedFeature):
+        key = spec.value_key or name
+        _, counts, values = get(key, spec.dtype, key)
+        return RaggedTensorValue(values, _partition_lengths(spec, name, counts, get))
+    present, counts, values = get(name, spec.dtype, name)
+    if isinstance(spec, VarLenFeature):
+        return _sparse(counts, values)
+    size = math.prod(spec.shape)
+    if isinstance(spec, FixedLenSequenceFeature):
+        if not spec.allow_missing:
+            raise ValueError(
+                f"feature {name!r}: FixedLenSequenceFeature in parse_example needs "
+                "allow_missing=True"
+            )
+        if size == 0:
+            rows = np.zeros(n, dtype=np.int64)
+        else:
+            bad = np.flatnonzero(counts % size)
+            if bad.size:
+                i = int(bad[0])
+                raise DecodeError(
+                    f"feature {name!r}: {int(counts[i])} {spec.dtype} values are not a "
+                    f"multiple of {size} (shape {list(spec.shape)})",
+                    index=i,
+                )
+            rows = counts // size
+        return _padded(rows, values, spec.shape, spec.dtype, spec.default_value)
+    # FixedLenFeature
+    wrong = np.flatnonzero(present & (counts != size))
+    if wrong.size:
+        i = int(wrong[0])
+        raise DecodeError(
+            f"feature {name!r} has {int(counts[i])} {spec.dtype} values, shape "
+            f"{list(spec.shape)} needs {size}",
+            index=i,
+        )
+    out = np.empty((n, *spec.shape), dtype=_NP[spec.dtype])
+    if present.all():
+        out[...] = values.reshape(out.shape)
+        return out
+    if spec.default_value is None:
+        i = int(np.flatnonzero(~present)[0])
+        raise MissingFeatureError(
+            f"feature {name!r} ({spec.dtype}, FixedLenFeature shape {list(spec.shape)}) is "
+            "required but missing; give it a default_value to make it optional",
+            index=i,
+        )
+    out[present] = values.reshape(-1, *spec.shape)
+    out[~present] = spec.default_value
+    return out
+
+
+# --------------------------------------------------------------------------- Examples
+
+
+def _decode_all(joined: bytes, starts: np.ndarray, ranges: dict, extras: dict, what: str):
+    chunks = {}
+    for key, r in ranges.items():
+        try:
+            chunks[key] = batch.decode(joined, r, extras.get(key, {}))
+        except wire.Malformed as exc:
+            i = getattr(exc, "record", None)
+            raise _malformed(exc, what, i, int(starts[i]) if i is not None else 0) from exc
+    return chunks
+
+
+def parse_examples(bufs: list[bytes], features: dict) -> dict[str, Any]:
+    """``parse_example`` on already checked arguments."""
+    keys = _wanted(features)
+    joined, starts, ranges, slow = batch.locate(bufs, keys)
+    extras: dict[bytes, dict] = {k: {} for k in keys}
+    for i in slow:  # records written unusually: the full protobuf rules, one by one
+        base = int(starts[i])
+        try:
+            found = wire.feature_ranges(joined, base, base + len(bufs[i]), example=True)
+            for key in keys:
+                value = found.get(key)
+                if value is None:
+                    continue
+                if isinstance(value, wire.Merged):
+                    extras[key][i] = wire.parse_feature_value(joined, value)
+                    ranges[key][i] = (0, 0)
+                else:
+                    ranges[key][i] = value
+        except wire.Malformed as exc:
+            raise _malformed(exc, "Example", i, base) from exc
+    n = len(bufs)
+    get = _Gather(joined, _decode_all(joined, starts, ranges, extras, "Example"), n)
+    return {name: _assemble(name, spec, get, n) for name, spec in features.items()}
+
+
+# --------------------------------------------------------------------------- SequenceExamples
+
+
+def _shift(value: Any, base: int) -> Any:
+    if isinstance(value, wire.Merged):
+        return wire.Merged(tuple((s + base, e + base) for s, e in value))
+    return (value[0] + base, value[1] + base)
+
+
+def _sequence_value(name: str, key: str, spec: Any, get: _Gather, steps_per: np.ndarray):
+    """One feature list across the batch: ``(value, lengths or None)``."""
+    n = len(steps_per)
+    dtype = spec.dtype
+    _, counts, values = get(key, dtype, name)
+    record_of_step = np.repeat(np.arange(n), steps_per)
+    if isinstance(spec, FixedLenSequenceFeature):
+        size = math.prod(spec.shape)
+        bad = np.flatnonzero(counts != size)
+        if bad.size:
+            j = int(bad[0])
+            i = int(record_of_step[j])
+            step = j - int(np.cumsum(steps_per)[i] - steps_per[i])
+            raise DecodeError(
+                f"feature list {name!r} step {step} has {int(counts[j])} {dtype} values, "
+                f"shape {list(spec.shape)} needs {size}",
+                index=i,
+            )
+        return _padded(steps_per, values, spec.shape, dtype, spec.default_value), steps_per
+    if isinstance(spec, VarLenFeature):
+        step_start = np.cumsum(steps_per) - steps_per
+        step_index = np.arange(len(counts)) - np.repeat(step_start, steps_per)
+        rec = np.repeat(record_of_step, counts)
+        stp = np.repeat(step_index, counts)
+        pos = np.arange(len(values)) - np.repeat(np.cumsum(counts) - counts, counts)
+        shape = np.array(
+            [n, int(steps_per.max()) if n else 0, int(counts.max()) if len(counts) else 0],
+            dtype=np.int64,
+        )
+        indices = np.stack([rec, stp, pos], axis=1).astype(np.int64)
+        return SparseTensorValue(indices.reshape(-1, 3), values, shape), None
+    if spec.partitions:
+        raise ValueError(f"feature list {name!r}: RaggedFeature partitions are not supported")
+    return RaggedTensorValue(values, (steps_per, counts)), None
+
+
+def parse_sequences(bufs: list[bytes], context_features: dict, sequence_features: dict):
+    """``parse_sequence_example`` on already checked arguments."""
+    n = len(bufs)
+    lengths = np.fromiter(map(len, bufs), dtype=np.int64, count=n)
+    starts = np.zeros(n, dtype=np.int64)
+    if n:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    joined = b"".join(bufs) + bytes(256)
+    ctx_keys = _wanted(context_features)
+    ctx_ranges = {k: np.full((n, 2), -1, dtype=np.int64) for k in ctx_keys}
+    ctx_extras: dict[bytes, dict] = {k: {} for k in ctx_keys}
+    seq_names = {
+        name: ((spec.value_key or name) if isinstance(spec, RaggedFeature) else name).encode()
+        for name, spec in sequence_features.items()
+    }
+    steps: dict[bytes, list] = {k: [None] * n for k in seq_names.values()}
+    for i, buf in enumerate(bufs):
+        base = int(starts[i])
+        try:
+            context, lists = wire.parse_sequence(buf)
+            for key in ctx_keys:
+                value = context.get(key)
+                if value is None:
+                    continue
+                if isinstance(value, wire.Merged):
+                    ctx_extras[key][i] = wire.parse_feature_value(joined, _shift(value, base))
+                    ctx_ranges[key][i] = (0, 0)
+                else:
+                    ctx_ranges[key][i] = _shift(value, base)
+            for key, per_record in steps.items():
+                found = lists.get(key)
+                if found is not None:
+                    per_record[i] = [(s + base, e + base) for s, e in found]
+        except wire.Malformed as exc:
+            raise _malformed(exc, "SequenceExample", i) from exc
+    get_ctx = _Gather(
+        joined, _decode_all(joined, starts, ctx_ranges, ctx_extras, "SequenceExample"), n
+    )
+    ctx = {name: _assemble(name, spec, get_ctx, n) for name, spec in context_features.items()}
+    seq: dict[str, Any] = {}
+    out_lengths: dict[str, np.ndarray] = {}
+    for name, spec in sequence_features.items():
+        key = seq_names[name]
+        per_record = steps[key]
+        missing = [i for i, s in enumerate(per_record) if s is None]
+        if missing and isinstance(spec, FixedLenSequenceFeature) and not spec.allow_missing:
+            raise MissingFeatureError(
+                f"feature list {name!r} ({spec.dtype}, FixedLenSequenceFeature) is required but "
+                "missing; use allow_missing=True to read it as empty",
+                index=missing[0],
+            )
+        steps_per = np.array([len(s) if s else 0 for s in per_record], dtype=np.int64)
+        flat = [r for s in per_record if s for r in s]
+        step_ranges = np.array(flat, dtype=np.int64).reshape(-1, 2)
+        record_of_step = np.repeat(np.arange(n), steps_per)
+        try:
+            chunks = batch.decode(joined, step_ranges, {})
+        except wire.Malformed as exc:
+            i = int(record_of_step[exc.record])
+            raise _malformed(exc, "SequenceExample", i, int(starts[i])) from exc
+        # an empty Feature is a step with no values, of whatever kind the spec wants
+        chunks = chunks._replace(kinds=np.where(chunks.kinds == 0, _CODE[spec.dtype], chunks.kinds))
+        get = _Gather(joined, {key: chunks}, len(step_ranges), record_of_step)
+        value, lens = _sequence_value(name, key.decode("utf-8"), spec, get, steps_per)
+        seq[name] = value
+        if lens is not None:
+            out_lengths[name] = lens
+    return ctx, seq, out_lengths
+
+
+def strip_batch(value: Any) -> Any:
+    """The first (only) record of a batch result."""
+    if isinstance(value, SparseTensorValue):
+        return SparseTensorValue(
+            value.indices[:, 1:].copy(), value.values, value.dense_shape[1:].copy()
+        )
+    if isinstance(value, RaggedTensorValue):
+        if len(value.row_lengths) == 1:
+            return value.values
+        return RaggedTensorValue(value.values, value.row_lengths[1:])
+    return value[0]

@@ -1,0 +1,303 @@
+"""Plain text files, one record per line, read as ``tf.data.TextLineDataset`` reads them.
+
+:func:`read_lines` yields each line without its line ending (``\\n`` or ``\\r\\n``); a last
+line without a newline is yielded too, and a final newline does not make an extra empty
+line. Lines are ``bytes`` (as TensorFlow's strings are) unless ``encoding`` is given.
+GZIP and ZLIB files are read through (``compression="auto"`` detects them; a file that
+merely starts with bytes that look like a gzip or zlib header but does not decompress
+is read as plain text, unless its name ends in ``.gz``, ``.zlib`` and the like). :func:`write_lines` writes them. Local paths and fsspec URLs
+(``s3://``, ``gs://``, ``memory://``, ``file://``, with ``storage_options``) are read
+alike; the file is opened on the first read.
+
+The reader is a :class:`~feedline.dataset.iterator.DatasetIterator`: ``get_state()``
+returns ``{"type": "text", "offset": byte offset of the next line (in the uncompressed
+stream), "line": number of lines already read}``; for a compressed file ``set_state``
+decompresses again from the start and skips.
+
+>>> import os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+>>> _ = open(path, "wb").write(b"first\\r\\nsecond\\n\\nlast")
+>>> list(read_lines(path))
+[b'first', b'second', b'', b'last']
+>>> it = read_lines(path, encoding="utf-8"); next(it); it.get_state()
+'first'
+{'type': 'text', 'offset': 7, 'line': 1}
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from feedline._internal.validate import positive_int
+from feedline.dataset.iterator import DatasetIterator, check_state
+from feedline.exceptions import CorruptRecordError, DecodeError
+from feedline.storage import compression as _compression
+from feedline.storage.fs import open_file
+
+__all__ = ["TextLineReader", "read_lines", "write_lines", "detect_compression"]
+
+_BLOCK = 1 << 20
+
+
+def detect_compression(
+    path: str | os.PathLike, *, storage_options: dict | None = None
+) -> str | None:
+    """``"GZIP"``, ``"ZLIB"`` or ``None`` for the file at ``path`` (a local path or a URL;
+    ``storage_options`` go to fsspec): a gzip or zlib header whose first kilobytes
+    actually decompress, or any such header in a file named ``*.gz``, ``*.zlib``, ...
+
+    >>> import gzip, os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(d, "a.txt"), "wb").write(gzip.compress(b"x\\n"))
+    >>> _ = open(os.path.join(d, "b.txt"), "wb").write(b"x^ is text\\n")
+    >>> detect_compression(os.path.join(d, "a.txt")), detect_compression(os.path.join(d, "b.txt"))
+    ('GZIP', None)
+    """
+    with open_file(path, "rb", storage_options=storage_options) as f:
+        return _detect(f)
+
+
+def _detect(f: Any) -> str | None:
+    """Detect the compression from the first bytes of the open binary file ``f``.
+
+    Text can start with bytes that look like a gzip or zlib header (``"x^"`` is a valid
+    zlib header), so the magic alone decides only for a file named ``*.gz``/``*.gzip``
+    (GZIP) or ``*.zz``/``*.zlib``/``*.z`` (ZLIB), where damage must raise rather than
+    read as text. Any other file counts as compressed only if its first 4 KiB inflate
+    without error and, when that is the whole file, form a complete stream.
+    """
+    head = f.read(4096)
+    whole = not f.read(1)
+    kind = _compression.sniff(head)
+    if kind is None:
+        return None
+    name = str(getattr(f, "name", None) or getattr(f, "path", "")).lower()
+    if name.endswith(_SUFFIXES[kind]):
+        return kind
+    d = zlib.decompressobj(_compression.window_bits(kind))
+    try:
+        d.decompress(head)
+    except zlib.error:
+        return None
+    if whole and not d.eof:  # the whole file was seen and is no complete stream
+        return None
+    return kind
+
+
+_SUFFIXES = {"GZIP": (".gz", ".gzip"), "ZLIB": (".zz", ".zlib", ".z")}
+
+
+class TextLineReader(DatasetIterator[Any]):
+    """Iterator over the lines of one text file (see the module docstring).
+
+    ``encoding``: ``None`` (``bytes`` lines, default) or a codec name (``str`` lines; a
+    line that does not decode raises :class:`~feedline.exceptions.DecodeError` naming
+    path, line and byte offset). ``line_number`` is the number of lines read so far.
+    ``next_batch(n)`` returns up to ``n`` lines at once.
+
+    ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``);
+    ``storage_options`` are passed to fsspec (construction arguments, not state). The
+    file is opened on first use (a read, ``set_state``, or asking for ``compression``
+    when it is ``"auto"``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        compression: str | None = "auto",
+        encoding: str | None = None,
+        block_size: int = _BLOCK,
+        storage_options: dict | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self._compression = _compression.normalize(compression, allow_auto=True)
+        if encoding is not None:
+            "".encode(encoding)  # LookupError for an unknown codec, now
+        self.encoding = encoding
+        self.block_size = positive_int("block_size", block_size)
+        self.storage_options = storage_options
+        self._file: Any = None  # opened on first use
+        self._closed = False
+        self._lines: list[bytes] = []
+        self._starts = np.zeros(1, dtype=np.int64)  # offsets of self._lines[i], then end
+        self._i = 0
+        self._line0 = 0  # line number of self._lines[0]
+        self._tail = b""  # bytes after the last newline seen
+        self._tail_offset = 0  # offset of the first byte of the tail
+        self._eof = False
+
+    def _open(self) -> Any:
+        """The open stream, opening the file (from its start) if it is not open yet."""
+        if self._file is None:
+            if self._closed:
+                raise ValueError(f"{self.path}: read from a closed TextLineReader")
+            self._file, self._compression = _compression.open_reader(
+                self.path,
+                self._compression,
+                storage_options=self.storage_options,
+                detect=_detect,
+            )
+        return self._file
+
+    compression = _compression.compression_property("_open")
+
+    @property
+    def line_number(self) -> int:
+        return self._line0 + self._i
+
+    def _fill(self) -> bool:
+        file = self._open()
+        self._line0 += len(self._lines)
+        self._lines, self._i = [], 0
+        while not self._eof:
+            try:
+                block = file.read(self.block_size)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(
+                    exc.message, path=self.path, line=self._line0 + 1, offset=self._tail_offset
+                ) from exc
+            if not block:
+                self._eof = True
+                break
+            data = self._tail + block if self._tail else block
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                self._tail = data
+                continue
+            base = self._tail_offset
+            body = data[:cut]
+            newlines = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 10)
+            self._starts = np.concatenate(([base], base + newlines + 1, [base + cut + 1]))
+            lines = body.split(b"\n")
+            if b"\r" in body:
+                lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+            self._lines = lines
+            self._tail = data[cut + 1 :]
+            self._tail_offset = base + cut + 1
+            return True
+        if self._tail:
+            line = self._tail
+            self._starts = np.array(
+                [self._tail_offset, self._tail_offset + len(line)], dtype=np.int64
+            )
+            self._tail_offset += len(line)
+            self._lines = [line[:-1] if line.endswith(b"\r") else line]
+            self._tail = b""
+            return True
+        return False
+
+    def _decode(self, line: bytes, k: int) -> Any:
+        try:
+            return line.decode(self.encoding)
+        except UnicodeDecodeError as exc:
+            raise DecodeError(
+                f"line is not valid {self.encoding}: {exc.reason} at character {exc.start}",
+                path=self.path,
+                line=self._line0 + k + 1,
+                offset=int(self._starts[k]),
+            ) from exc
+
+    def __next__(self) -> Any:
+        i = self._i
+        if i >= len(self._lines):
+            if not self._fill():
+                raise StopIteration
+            i = 0
+        line = self._lines[i]
+        if self.encoding is not None:
+            line = self._decode(line, i)
+        self._i = i + 1
+        return line
+
+    def next_batch(self, n: int) -> list:
+        """Return the next ``n`` lines (fewer at the end of the file; ``[]`` at the end)."""
+        out: list = []
+        while len(out) < n:
+            if self._i >= len(self._lines) and not self._fill():
+                break
+            take = self._lines[self._i : self._i + n - len(out)]
+            if self.encoding is not None:
+                take = [self._decode(line, self._i + k) for k, line in enumerate(take)]
+            self._i += len(take)
+            out.extend(take)
+        return out
+
+    def tell(self) -> int:
+        """Byte offset (uncompressed stream) of the next line."""
+        if self._i < len(self._lines):
+            return int(self._starts[self._i])
+        return self._tail_offset
+
+    def get_state(self) -> dict[str, Any]:
+        return {"type": "text", "offset": self.tell(), "line": self.line_number}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        check_state(state, "text", ("offset", "line"))
+        if self._closed:
+            raise ValueError(f"{self.path}: set_state on a closed TextLineReader")
+        offset = int(state["offset"])
+        fresh = self._file is None
+        file = self._open()
+        if self._compression is None:
+            file.seek(offset)
+        else:
+            if not fresh:  # decompressing cannot go back: start again
+                self._file = None
+                file.close()
+                file = self._open()
+            file.skip(offset)
+        self._lines, self._i = [], 0
+        self._line0 = int(state["line"])
+        self._tail, self._tail_offset, self._eof = b"", offset, False
+
+    def close(self) -> None:
+        self._closed = True
+        f = getattr(self, "_file", None)
+        if f is not None:
+            self._file = None
+            f.close()
+
+
+def read_lines(
+    path: str | os.PathLike,
+    *,
+    compression: str | None = "auto",
+    encoding: str | None = None,
+    storage_options: dict | None = None,
+) -> TextLineReader:
+    """Iterate over the lines of the text file ``path`` (see the module docstring); a
+    URL is read through fsspec with ``storage_options``."""
+    return TextLineReader(
+        path, compression=compression, encoding=encoding, storage_options=storage_options
+    )
+
+
+def write_lines(
+    path: str | os.PathLike,
+    lines: Iterable[Any],
+    *,
+    compression: str | None = None,
+    encoding: str = "utf-8",
+) -> int:
+    """Write ``lines`` (``str`` encoded with ``encoding``, or ``bytes``), each followed by
+    ``\\n``; return how many. A line holding a newline is rejected (it would read back as
+    two lines)."""
+    comp = _compression.normalize(compression, allow_auto=False)
+    count = 0
+    out = _compression.open_writer(path, comp)
+    try:
+        for line in lines:
+            data = line.encode(encoding) if isinstance(line, str) else bytes(line)
+            if b"\n" in data:
+                raise ValueError(f"line {count + 1} holds a newline: {data[:40]!r}")
+            out.write(data + b"\n")
+            count += 1
+    finally:
+        out.close()
+    return count

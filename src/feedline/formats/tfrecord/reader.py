@@ -1,0 +1,599 @@
+"""Sequential TFRecord reading: :class:`TFRecordReader`, :func:`read`, :func:`read_batches`,
+and the sidecar index builder :func:`build_index` (format and semantics: :mod:`feedline.tfrecord`).
+
+>>> import os, tempfile
+>>> from feedline.tfrecord import write
+>>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+>>> write(path, [b"x", b"yz"])
+2
+>>> read_batches(path, 2).to_list() if hasattr(read_batches(path, 2), "to_list") else list(read_batches(path, 2))
+[[b'x', b'yz']]
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import warnings
+from typing import Any
+
+import numpy as np
+
+from feedline._internal.on_error import check_on_error, report
+from feedline._internal.validate import positive_int
+from feedline.dataset.iterator import DatasetIterator, check_state
+from feedline.exceptions import CorruptRecordError
+from feedline.formats.tfrecord.index import TFRecordIndex
+from feedline.formats.tfrecord.scan import (
+    HEADER,
+    OVERHEAD,
+    find_header,
+    masked_crc,
+    scan,
+)
+from feedline.storage import compression as _compression
+from feedline.storage.fs import open_file
+
+__all__ = [
+    "detect_compression",
+    "TFRecordReader",
+    "read",
+    "TFRecordBatchReader",
+    "read_batches",
+    "scan_index",
+    "build_index",
+]
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_DEFAULT_BLOCK = 4 << 20
+_CHUNK_LIMIT = 1 << 16
+
+
+def detect_compression(
+    path: str | os.PathLike, *, storage_options: dict | None = None
+) -> str | None:
+    """Return ``None``, ``"GZIP"`` or ``"ZLIB"`` for the TFRecord file at ``path`` (a
+    local path or a URL; ``storage_options`` go to fsspec).
+
+    An uncompressed file is recognised by its first header's length CRC; otherwise the
+    gzip magic or a zlib header decides; an empty or unrecognisable file gives ``None``
+    (reading it then reports what is wrong).
+    """
+    with open_file(path, "rb", storage_options=storage_options) as f:
+        return _detect(f)
+
+
+def _detect(f: Any) -> str | None:
+    """Detect the compression from the first bytes of the open binary file ``f``."""
+    head = f.read(HEADER)
+    if len(head) >= HEADER and masked_crc(head[:8]) == _U32.unpack_from(head, 8)[0]:
+        return None
+    return _compression.sniff(head)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class _Source:
+    """The open file and a reusable buffer holding ``buf[start:end]`` = file bytes
+    ``[base + start, base + end)`` (offsets in the uncompressed stream).
+
+    ``compression`` may be ``"auto"``; ``self.compression`` is then what was found."""
+
+    def __init__(
+        self,
+        path: str,
+        compression: str | None,
+        block_size: int,
+        storage_options: dict | None,
+    ) -> None:
+        self.path = path
+        self.storage_options = storage_options
+        self.block_size = block_size
+        self.buf = bytearray(block_size)
+        self.start = self.end = self.base = 0
+        self.dead = False  # the data ended for good (damage skipped to the end)
+        self.file, self.compression = _compression.open_reader(
+            path, compression, storage_options=storage_options, detect=_detect
+        )
+        self.size = _compression.stream_size(self.file) if self.compression is None else None
+
+    def _open(self) -> None:
+        self.file, _ = _compression.open_reader(
+            self.path, self.compression, storage_options=self.storage_options
+        )
+
+    def offset(self) -> int:
+        return self.base + self.start
+
+    def refill(self, need: int) -> bool:
+        """Try to hold ``need`` bytes from ``start``; return whether new bytes came.
+
+        The buffer grows (at most doubling each time) only while data keeps arriving, so
+        a damaged length field cannot make it allocate more than the data there is.
+        """
+        if self.dead:
+            return False
+        held = self.end - self.start
+        need = max(need, held + 1)
+        if self.start:
+            self.buf[:held] = self.buf[self.start : self.end]
+            self.base += self.start
+            self.start, self.end = 0, held
+        got = False
+        while True:
+            if self.end == len(self.buf):
+                if self.end >= need and got:
+                    break
+                grown = bytearray(max(min(need, 2 * len(self.buf)), len(self.buf) + 1))
+                grown[: self.end] = self.buf[: self.end]
+                self.buf = grown
+            with memoryview(self.buf) as mv:
+                n = self.file.readinto(mv[self.end :])
+            if not n:
+                break
+            self.end += n
+            got = True
+            if self.end >= need:
+                break
+        return got
+
+    def seek(self, offset: int) -> None:
+        """Position the buffer so that ``offset()`` is ``offset`` (or the end of data)."""
+        if self.dead:  # start afresh (a broken compressed stream cannot go on)
+            self.dead = False
+            self.file.close()
+            self._open()
+            self.base = self.start = self.end = 0
+        if self.base <= offset <= self.base + self.end:
+            self.start = offset - self.base
+            return
+        if self.compression is None:
+            self.file.seek(offset)
+        else:
+            here = self.base + self.end
+            if offset < here:
+                self.file.close()
+                self._open()
+                here = 0
+            offset = here + self.file.skip(offset - here)
+        self.base, self.start, self.end = offset, 0, 0
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+def _load_index_offsets(
+    path: str, index_path: str | None, storage_options: dict | None
+) -> np.ndarray | None:
+    candidate = index_path if index_path is not None else path + ".index"
+    try:
+        index = TFRecordIndex.load(candidate, storage_options=storage_options)
+        index.check(path, storage_options=storage_options)
+    except FileNotFoundError:
+        return None
+    except CorruptRecordError as exc:
+        warnings.warn(f"ignoring the sidecar index: {exc}", RuntimeWarning, stacklevel=6)
+        return None
+    return index.offsets.astype(np.int64)
+
+
+class TFRecordReader(DatasetIterator[bytes]):
+    """Iterator over the records of one TFRecord file, as ``bytes``.
+
+    Keyword options: ``compression`` (``"auto"`` default, ``None``, ``"GZIP"``,
+    ``"ZLIB"``); ``verify`` (default ``True``: check both CRCs of every frame);
+    ``on_error`` (``"raise"``, ``"skip"``, ``"warn"``; see the module docstring);
+    ``index_path`` (the sidecar index used to resynchronise after damage; default
+    ``<path>.index`` when that file exists); ``block_size`` (read buffer, default 4 MiB;
+    it grows to hold a larger record); ``storage_options`` (for a URL such as
+    ``s3://bucket/a.tfrecord``: passed to fsspec, see :mod:`feedline.storage.fs`; they are
+    construction arguments, never part of the state).
+
+    The file is opened on first use (a read, ``set_state``, or asking for
+    ``compression`` when it is ``"auto"``), not by the constructor; a missing file
+    raises ``FileNotFoundError`` then.
+
+    ``get_state()`` returns ``{"type": "tfrecord", "offset", "index", "skipped",
+    "skipped_bytes"}``: the byte offset (in the uncompressed stream) and index of the
+    next record. ``next_batch(n)`` returns up to ``n`` records at once.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        compression: str | None = "auto",
+        verify: bool = True,
+        on_error: str = "raise",
+        index_path: str | os.PathLike | None = None,
+        block_size: int = _DEFAULT_BLOCK,
+        storage_options: dict | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.on_error = check_on_error(on_error)
+        if not isinstance(verify, bool):
+            raise TypeError(f"`verify` must be a bool, got {verify!r}")
+        self.verify = verify
+        self._block_size = max(positive_int("block_size", block_size), HEADER + 4)
+        self.index_path = None if index_path is None else os.fspath(index_path)
+        self.storage_options = storage_options
+        self._compression = _compression.normalize(compression, allow_auto=True)
+        self._src: _Source | None = None  # opened on first use
+        self._closed = False
+        self._records: list[bytes] = []
+        self._offsets = np.empty(0, dtype=np.int64)
+        self._i = 0
+        self._chunk_index = 0  # index of self._records[0]
+        self._skipped = 0
+        self._skipped_bytes = 0
+        self._index_offsets: np.ndarray | None = None
+        self._index_loaded = False
+
+    compression = _compression.compression_property("_source")
+
+    # -- counters -------------------------------------------------------------------
+
+    @property
+    def skipped(self) -> int:
+        """Damaged stretches skipped so far (``skip``/``warn``)."""
+        return self._skipped
+
+    @property
+    def skipped_bytes(self) -> int:
+        """Bytes of the stream skipped over because of damage."""
+        return self._skipped_bytes
+
+    # -- iteration ------------------------------------------------------------------
+
+    def __next__(self) -> bytes:
+        i = self._i
+        if i < len(self._records):
+            self._i = i + 1
+            return self._records[i]
+        if not self._fill():
+            raise StopIteration
+        self._i = 1
+        return self._records[0]
+
+    def next_batch(self, n: int) -> list[bytes]:
+        """Return the next ``n`` records (fewer at the end of the file, or just before
+        damage under ``on_error="raise"``: the next call then raises); ``[]`` at the end."""
+        out: list[bytes] = []
+        while len(out) < n:
+            if self._i >= len(self._records):
+                try:
+                    if not self._fill():
+                        break
+                except CorruptRecordError:
+                    if out:
+                        break
+                    raise
+            take = self._records[self._i : self._i + n - len(out)]
+            self._i += len(take)
+            if out:
+                out.extend(take)
+            else:
+                out = take
+        return out
+
+    def _source(self) -> _Source:
+        src = self._src
+        if src is None:
+            if self._closed:
+                raise ValueError(f"{self.path}: read from a closed TFRecordReader")
+            src = _Source(self.path, self._compression, self._block_size, self.storage_options)
+            self._src = src
+            self._compression = src.compression
+        return src
+
+    def _fill(self) -> bool:
+        """Load the next chunk of records into ``self._records``; False at the end."""
+        src = self._source()
+        self._chunk_index += len(self._records)
+        self._records, self._i = [], 0
+        while True:
+            records, offsets, pos, problem = scan(
+                src.buf, src.start, src.end, _CHUNK_LIMIT, self.verify
+            )
+            if records:
+                self._records = records
+                self._offsets = offsets + src.base
+                src.start = pos
+                return True
+            if problem is None:  # nothing buffered at a frame boundary
+                if not self._refill(src, HEADER):
+                    return False
+                continue
+            if problem.kind == "partial":
+                need = HEADER if problem.length is None else problem.length + OVERHEAD
+                at = src.offset()
+                fits = src.size is None or at + need <= src.size
+                if fits and self._refill(src, need):
+                    continue
+                if src.dead:  # the stream broke and the damage was skipped
+                    continue
+                have = src.size - at if src.size is not None else src.end - src.start
+                self._damage(
+                    src,
+                    "truncated record: the file ends "
+                    + (
+                        f"{have} bytes into the 12-byte header"
+                        if problem.length is None
+                        else f"{have} bytes into a frame of {need} bytes (length {problem.length})"
+                    ),
+                    at,
+                    resume=None,
+                )
+                continue
+            at = src.base + problem.pos
+            if problem.kind == "length_crc":
+                self._damage(src, "corrupted record: length CRC mismatch", at, resume="scan")
+            else:
+                self._damage(
+                    src,
+                    f"corrupted record: data CRC mismatch (data of {problem.length} bytes "
+                    f"at byte {at + HEADER})",
+                    at,
+                    resume=at + problem.length + OVERHEAD,
+                )
+
+    def _refill(self, src: _Source, need: int) -> bool:
+        try:
+            return src.refill(need)
+        except CorruptRecordError as exc:
+            self._damage(src, exc.message, src.offset(), resume=None, cause=exc)
+            return False
+
+    def _damage(
+        self,
+        src: _Source,
+        message: str,
+        at: int,
+        *,
+        resume: int | str | None,
+        cause: BaseException | None = None,
+    ) -> None:
+        """Raise, or count and move past the damage at ``at`` (``resume``: an offset,
+        ``"scan"`` to look for the next header, ``None`` for the end of the data)."""
+        err = CorruptRecordError(message, path=self.path, index=self._chunk_index, offset=at)
+        report(err, self.on_error, cause=cause, stacklevel=4)
+        self._skipped += 1
+        self._chunk_index += 1
+        if resume == "scan":
+            resume = self._resync(src, at)
+        if resume is None:  # nothing usable follows: go to the end of the data
+            if src.size is not None:
+                src.seek(src.size)
+            else:
+                src.start = src.end
+                while True:
+                    src.start = src.end
+                    try:
+                        if not src.refill(src.block_size):
+                            break
+                    except CorruptRecordError:
+                        break
+                src.start = src.end
+            src.dead = True
+            self._skipped_bytes += max(0, src.offset() - at)
+            return
+        src.seek(resume)
+        self._skipped_bytes += max(0, src.offset() - at)
+
+    def _resync(self, src: _Source, at: int) -> int | None:
+        """Offset of the next record after the damaged frame at ``at``, or None."""
+        if not self._index_loaded:
+            self._index_loaded = True
+            self._index_offsets = _load_index_offsets(
+                self.path, self.index_path, self.storage_options
+            )
+        if self._index_offsets is not None:
+            offsets = self._index_offsets
+            j = int(np.searchsorted(offsets, at, side="right"))
+            return int(offsets[j]) if j < len(offsets) else None
+        src.seek(at + 1)
+        while True:
+            hit = find_header(src.buf, src.start, src.end)
+            if hit >= 0:
+                candidate = src.base + hit
+                length = _U64.unpack_from(src.buf, hit)[0]
+                if src.size is None or candidate + length + OVERHEAD <= src.size:
+                    return candidate
+                src.start = hit + 1
+                continue
+            src.start = max(src.start, src.end - (HEADER - 1))
+            try:
+                more = src.refill(src.end - src.start + src.block_size)
+            except CorruptRecordError:
+                return None
+            if not more:
+                return None
+
+    # -- state ----------------------------------------------------------------------
+
+    def tell(self) -> int:
+        """Byte offset (uncompressed stream) of the next record to be returned."""
+        if self._i < len(self._records):
+            return int(self._offsets[self._i])
+        if self._src is None and not self._closed:
+            return 0  # not opened yet: set_state opens, so nothing was read
+        return self._source().offset()
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "type": "tfrecord",
+            "offset": self.tell(),
+            "index": self._chunk_index + self._i,
+            "skipped": self._skipped,
+            "skipped_bytes": self._skipped_bytes,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        check_state(state, "tfrecord", ("offset", "index"))
+        src = self._source()
+        src.seek(int(state["offset"]))
+        self._records, self._i = [], 0
+        self._chunk_index = int(state["index"])
+        self._skipped = int(state.get("skipped", 0))
+        self._skipped_bytes = int(state.get("skipped_bytes", 0))
+
+    def close(self) -> None:
+        self._closed = True
+        src = getattr(self, "_src", None)
+        if src is not None:
+            self._src = None
+            src.close()
+        self._records = []
+
+
+def read(
+    path: str | os.PathLike,
+    *,
+    compression: str | None = "auto",
+    verify: bool = True,
+    on_error: str = "raise",
+    index_path: str | os.PathLike | None = None,
+    storage_options: dict | None = None,
+) -> TFRecordReader:
+    """Iterate over the records of the TFRecord file ``path`` (``bytes`` each).
+
+    ``path`` may be a URL (``s3://``, ``gs://``, ``memory://``, ``file://``) read
+    through fsspec with ``storage_options``. See :class:`TFRecordReader` for the
+    options; the iterator is also a context manager.
+    """
+    return TFRecordReader(
+        path,
+        compression=compression,
+        verify=verify,
+        on_error=on_error,
+        index_path=index_path,
+        storage_options=storage_options,
+    )
+
+
+class TFRecordBatchReader(DatasetIterator[list]):
+    """Iterator of lists of ``batch_size`` records from one TFRecord file (the last may be
+    shorter unless ``drop_remainder``). State is the underlying reader's."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        batch_size: int,
+        *,
+        drop_remainder: bool = False,
+        **options: Any,
+    ) -> None:
+        self.batch_size = positive_int("batch_size", batch_size)
+        self.drop_remainder = bool(drop_remainder)
+        self.reader = TFRecordReader(path, **options)
+
+    def __next__(self) -> list[bytes]:
+        batch = self.reader.next_batch(self.batch_size)
+        if not batch:
+            raise StopIteration
+        if self.drop_remainder and len(batch) < self.batch_size:
+            self.reader.next_batch(1)  # raises if the batch was cut short by damage
+            raise StopIteration
+        return batch
+
+    @property
+    def skipped(self) -> int:
+        return self.reader.skipped
+
+    def get_state(self) -> dict[str, Any]:
+        return self.reader.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.reader.set_state(state)
+
+    def close(self) -> None:
+        reader = getattr(self, "reader", None)
+        if reader is not None:
+            reader.close()
+
+
+def read_batches(
+    path: str | os.PathLike,
+    batch_size: int,
+    *,
+    drop_remainder: bool = False,
+    compression: str | None = "auto",
+    verify: bool = True,
+    on_error: str = "raise",
+    storage_options: dict | None = None,
+) -> TFRecordBatchReader:
+    """Yield lists of ``batch_size`` records (``bytes``) from the TFRecord file ``path``.
+
+    The fast path: records are cut from a large reusable buffer, runs of equal-length
+    frames are checked with numpy, and no Python object is made per framing step. Same
+    options (``storage_options`` included) and errors as :func:`read`.
+    """
+    return TFRecordBatchReader(
+        path,
+        batch_size,
+        drop_remainder=drop_remainder,
+        compression=compression,
+        verify=verify,
+        on_error=on_error,
+        storage_options=storage_options,
+    )
+
+
+# --------------------------------------------------------------------------- index
+
+
+def scan_index(path: str, *, compression: Any, verify: bool, on_error: str) -> TFRecordIndex:
+    """Read the TFRecord file ``path`` once and return its :class:`TFRecordIndex`
+    (nothing is written); :func:`build_index` saves one."""
+    reader = TFRecordReader(path, compression=compression, verify=verify, on_error=on_error)
+    reader._index_loaded = True  # never resynchronise by an index while building one
+    offsets: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    with reader:
+        while reader._fill():
+            offsets.append(reader._offsets)
+            lengths.append(
+                np.fromiter(map(len, reader._records), dtype=np.uint64, count=len(reader._records))
+            )
+            reader._i = len(reader._records)
+        compression = reader.compression
+    return TFRecordIndex(
+        np.concatenate(offsets).astype(np.uint64) if offsets else np.empty(0, np.uint64),
+        np.concatenate(lengths) if lengths else np.empty(0, np.uint64),
+        file_size=os.path.getsize(path),
+        compression=compression,
+    )
+
+
+def build_index(
+    path: str | os.PathLike,
+    index_path: str | os.PathLike | None = None,
+    *,
+    compression: str | None = "auto",
+    verify: bool = True,
+    on_error: str = "raise",
+) -> int:
+    """Scan the TFRecord file ``path`` and write its sidecar index (default
+    ``<path>.index``); return the number of records indexed.
+
+    With ``on_error="skip"`` damaged records are left out of the index (and a reader
+    using it resynchronises exactly at the next good record).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "c.tfrecord")
+    >>> from feedline.tfrecord import TFRecordFile, write
+    >>> write(path, [b"a", b"bb", b"ccc"])
+    3
+    >>> build_index(path)
+    3
+    >>> f = TFRecordFile(path); len(f), f[2], f[-3]
+    (3, b'ccc', b'a')
+    """
+    path = os.fspath(path)
+    index = scan_index(path, compression=compression, verify=verify, on_error=on_error)
+    index.save(path + ".index" if index_path is None else index_path)
+    return len(index)
