@@ -112,7 +112,7 @@ def test_flat_map_rejects_non_iterable_result():
 
 def test_batch_keeps_or_drops_the_last_batch():
     assert Dataset.range(5).batch(2).to_list() == [[0, 1], [2, 3], [4]]
-    assert Dataset.range(5).batch(2, drop_last=True).to_list() == [[0, 1], [2, 3]]
+    assert Dataset.range(5).batch(2, drop_remainder=True).to_list() == [[0, 1], [2, 3]]
     out = Dataset.from_arrays(np.ones((5, 3)), np.arange(5)).batch(4, collate="numpy").to_list()
     assert out[0][0].shape == (4, 3) and out[1][1].tolist() == [4]
 
@@ -208,7 +208,7 @@ PIPELINES = {
     "map-filter": lambda: Dataset.range(20).map(lambda x: x * x).filter(lambda x: x % 3 != 1),
     "flat_map": lambda: Dataset.range(6).flat_map(lambda x: [x] * (x % 3)),
     "batch": lambda: Dataset.range(11).batch(3),
-    "batch-drop": lambda: Dataset.range(11).batch(3, drop_last=True),
+    "batch-drop": lambda: Dataset.range(11).batch(3, drop_remainder=True),
     "take-skip": lambda: Dataset.range(20).skip(3).take(9),
     "repeat": lambda: Dataset.range(4).repeat(3),
     "concat": lambda: Dataset.range(3).concat(Dataset.range(10, 12), Dataset.range(0)),

@@ -174,7 +174,7 @@ def batch(reader: Reader, batch_size: int, drop_last: bool = False) -> Dataset:
     [[0, 1], [2, 3], [4]]
     """
     return _as_dataset(reader).batch(positive_int("batch_size", batch_size),
-                                     drop_last=drop_last)
+                                     drop_remainder=drop_last)
 
 
 class CacheDataset(Dataset):

@@ -87,13 +87,25 @@ class Dataset(Generic[T]):
 
     @property
     def name(self) -> str:
-        """Short human-readable name of the stage, e.g. ``map(decode)``."""
+        """Short human-readable name of the stage, as statistics and ``repr`` show it.
+
+        >>> Dataset.range(3).map(abs).name
+        'map(abs)'
+        """
         return type(self).__name__
 
     def close(self) -> None:
         """Release what this pipeline keeps between iterations — the worker processes of
         every ``map(..., workers=N)`` stage in it — now rather than at garbage collection.
-        A later iteration starts them again. Iterators are closed separately."""
+        A later iteration starts them again. Iterators are closed separately.
+
+        >>> ds = Dataset.range(4).map(abs, workers=1)
+        >>> ds.to_list()
+        [0, 1, 2, 3]
+        >>> ds.close(); ds.to_list()          # the workers start again when needed
+        [0, 1, 2, 3]
+        >>> ds.close()
+        """
         seen: set[int] = set()
         stack: list[Dataset] = [self]
         while stack:
@@ -169,49 +181,100 @@ class Dataset(Generic[T]):
         return self.iterator()
 
     def to_list(self) -> list[T]:
-        """Iterate once and return every item (closes the iterator)."""
+        """Iterate once (a new epoch) and return every item as a list; the iterator is
+        closed even if an item raises.
+
+        >>> Dataset.range(3).map(lambda x: x * 10).to_list()
+        [0, 10, 20]
+        """
         with self.iterator() as it:
             return list(it)
 
     # ------------------------------------------------------------------ sources
     @staticmethod
     def from_iterable(iterable: Iterable[T], *, deterministic: bool | None = None) -> Dataset[T]:
-        """A dataset over ``iterable``; see :func:`feedline.dataset.sources.from_iterable`."""
+        """A dataset over ``iterable``; see :func:`feedline.dataset.sources.from_iterable`.
+
+        A list, tuple or range is random access; another iterable is iterated afresh each
+        epoch if it can be (a one-shot iterator can be read once, and its position cannot
+        be restored).
+
+        >>> Dataset.from_iterable(["a", "b"]).batch(2).to_list()
+        [['a', 'b']]
+        """
         from feedline.dataset.sources import from_iterable
 
         return from_iterable(iterable, deterministic=deterministic)
 
     @staticmethod
     def from_reader(reader: Callable[[], Iterable[T]], *, deterministic: bool = False) -> Dataset[T]:
-        """A dataset over a PaddlePaddle reader; see :func:`feedline.dataset.sources.from_reader`."""
+        """A dataset over a PaddlePaddle reader (a zero-argument callable returning an
+        iterable), called once per epoch; see :func:`feedline.dataset.sources.from_reader`.
+
+        >>> def reader():
+        ...     return iter([1, 2, 3])
+        >>> Dataset.from_reader(reader).to_list()
+        [1, 2, 3]
+        """
         from feedline.dataset.sources import from_reader
 
         return from_reader(reader, deterministic=deterministic)
 
     @staticmethod
     def from_arrays(*arrays: Sequence) -> RandomAccessDataset:
-        """Preloaded data; see :func:`feedline.dataset.sources.from_arrays`."""
+        """Preloaded data (TensorFlow's "preloaded data"): item ``i`` is the tuple of every
+        array's row ``i`` (the row itself for one array); random access. All arrays must
+        have the same length. See :func:`feedline.dataset.sources.from_arrays`.
+
+        >>> import numpy as np
+        >>> Dataset.from_arrays(np.arange(3), ["a", "b", "c"]).to_list()[1]
+        (np.int64(1), 'b')
+        """
         from feedline.dataset.sources import from_arrays
 
         return from_arrays(*arrays)
 
     @staticmethod
     def range(*args: int) -> RandomAccessDataset[int]:
-        """``Dataset.range(stop)`` / ``range(start, stop[, step])`` of ints, random access."""
+        """``Dataset.range(stop)`` / ``range(start, stop[, step])``: Python ints as
+        :func:`range` gives them; random access.
+
+        >>> Dataset.range(2, 10, 3).to_list()
+        [2, 5, 8]
+        """
         from feedline.dataset.sources import range_dataset
 
         return range_dataset(*args)
 
     @staticmethod
     def from_random_access(source: Any) -> RandomAccessDataset:
-        """Any object with ``__len__`` and ``__getitem__(int)``, as a random-access dataset."""
+        """Any object with ``__len__`` and ``__getitem__(int)``, as a random-access dataset
+        (``global_shuffle``, index sharding and worker reads by index work on it).
+
+        >>> Dataset.from_random_access("abc").global_shuffle(seed=0).to_list() != []
+        True
+        """
         from feedline.dataset.sources import from_random_access
 
         return from_random_access(source)
 
     @staticmethod
     def from_source(factory: Callable[[], DatasetIterator[T]], *, name: str = "source") -> Dataset[T]:
-        """A dataset whose iterators come from ``factory()`` (a stateful record reader)."""
+        """A dataset whose iterators come from ``factory()``: a stateful record reader (a
+        :class:`~feedline.dataset.iterator.DatasetIterator` with ``get_state``/``set_state``),
+        so the pipeline resumes exactly through it.
+
+        >>> from feedline.dataset.iterator import DatasetIterator
+        >>> class Count(DatasetIterator):
+        ...     def __init__(self): self.i = 0
+        ...     def __next__(self):
+        ...         if self.i == 3: raise StopIteration
+        ...         self.i += 1; return self.i
+        ...     def get_state(self): return {"i": self.i}
+        ...     def set_state(self, state): self.i = state["i"]
+        >>> Dataset.from_source(Count, name="count").to_list()
+        [1, 2, 3]
+        """
         from feedline.dataset.sources import from_source
 
         return from_source(factory, name=name)
@@ -228,8 +291,20 @@ class Dataset(Generic[T]):
         buffer_size: int | None = None,
         backend: str = "process",
     ) -> Dataset:
-        """Apply ``fn`` to every item, in this thread, ``workers`` processes, or ``workers``
-        threads (``backend="thread"``); see :mod:`feedline.dataset.map`."""
+        """Apply ``fn`` to every item: in this thread (``workers=0``), in ``workers`` worker
+        processes, or in ``workers`` threads (``backend="thread"``, for functions that
+        release the GIL); see :mod:`feedline.dataset.map`.
+
+        ``ordered=True`` keeps the input order (``False`` yields results as they finish);
+        ``seed`` seeds each worker's ``random``/numpy/torch generators per item so a run is
+        reproducible; ``workers="auto"`` picks the count by measuring. An exception raised
+        by ``fn`` is re-raised here with the worker's traceback; the state resumes exactly.
+
+        >>> Dataset.range(4).map(lambda x: x * x).to_list()
+        [0, 1, 4, 9]
+        >>> Dataset.range(4).map(abs, workers=2, backend="thread").to_list()
+        [0, 1, 2, 3]
+        """
         from feedline.dataset.map import map_dataset
 
         return map_dataset(
@@ -238,25 +313,50 @@ class Dataset(Generic[T]):
         )
 
     def filter(self, predicate: Callable[[T], bool]) -> Dataset[T]:
-        """Keep the items for which ``predicate(item)`` is true."""
+        """Keep the items for which ``predicate(item)`` is true, in order.
+
+        >>> Dataset.range(6).filter(lambda x: x % 2 == 0).to_list()
+        [0, 2, 4]
+        """
         from feedline.dataset.filter import FilterDataset
 
         return FilterDataset(self, callable_arg("predicate", predicate))
 
     def flat_map(self, fn: Callable[[T], Iterable[Any]]) -> Dataset:
-        """Replace every item by the 0..n items of ``fn(item)``, in order."""
+        """Replace every item by the 0..n items of the iterable ``fn(item)``, in order.
+
+        >>> Dataset.range(3).flat_map(lambda x: [x] * x).to_list()
+        [1, 2, 2]
+        """
         from feedline.dataset.flat_map import FlatMapDataset
 
         return FlatMapDataset(self, callable_arg("fn", fn))
 
     def shuffle(self, buffer_size: int, *, seed: int | None = None) -> Dataset[T]:
-        """Buffer shuffle with TF's ``min_after_dequeue`` meaning; see :mod:`feedline.dataset.shuffle`."""
+        """Shuffle through a buffer of ``buffer_size`` items (TensorFlow's
+        ``min_after_dequeue``): fill the buffer, then yield a random buffered item and
+        replace it by the next input. A buffer at least as large as the data gives a
+        uniform permutation; a new order each epoch, the same sequence of orders for the
+        same ``seed``. Shuffle *after* sharding; for a global order over random-access
+        data use :meth:`global_shuffle`. See :mod:`feedline.dataset.shuffle`.
+
+        >>> sorted(Dataset.range(10).shuffle(4, seed=0).to_list()) == list(range(10))
+        True
+        """
         from feedline.dataset.shuffle import ShuffleDataset
 
         return ShuffleDataset(self, positive_int("buffer_size", buffer_size), seed=seed)
 
     def global_shuffle(self, *, seed: int | None = None) -> RandomAccessDataset[T]:
-        """Shuffle a random-access dataset by a seeded permutation, new each epoch."""
+        """Read a random-access dataset in a seeded permutation of its indices, a new one
+        each epoch (the same on every rank, so shard *after* it); O(1) memory for large
+        datasets. Raises ``TypeError`` on a stream (use :meth:`shuffle`).
+
+        >>> ds = Dataset.range(5).global_shuffle(seed=3)
+        >>> first, second = ds.to_list(), ds.to_list()
+        >>> sorted(first) == sorted(second) == [0, 1, 2, 3, 4]
+        True
+        """
         from feedline.dataset.global_shuffle import GlobalShuffleDataset
 
         if not isinstance(self, RandomAccessDataset):
@@ -267,55 +367,102 @@ class Dataset(Generic[T]):
         return GlobalShuffleDataset(self, seed=seed)
 
     def batch(
-        self, batch_size: int, *, drop_last: bool = False, collate: Callable | str | None = None
+        self, batch_size: int, *, drop_remainder: bool = False,
+        collate: Callable | str | None = None
     ) -> Dataset:
-        """Group consecutive items into lists (or ``collate(list)``); see :mod:`feedline.dataset.batch`."""
+        """Group ``batch_size`` consecutive items into a list (or ``collate(list)``;
+        ``collate="numpy"`` stacks arrays and tuples of arrays). The last batch is shorter
+        unless ``drop_remainder=True`` drops it. See :mod:`feedline.dataset.batch`.
+
+        >>> Dataset.range(5).batch(2).to_list()
+        [[0, 1], [2, 3], [4]]
+        >>> Dataset.range(5).batch(2, drop_remainder=True).to_list()
+        [[0, 1], [2, 3]]
+        """
         from feedline.dataset.batch import BatchDataset
 
-        return BatchDataset(self, positive_int("batch_size", batch_size), drop_last=drop_last,
-                            collate=collate)
+        return BatchDataset(self, positive_int("batch_size", batch_size),
+                            drop_remainder=drop_remainder, collate=collate)
 
     def take(self, n: int) -> Dataset[T]:
-        """The first ``n`` items (fewer if the dataset is shorter)."""
+        """The first ``n`` items (fewer if the dataset is shorter); PaddlePaddle's ``firstn``.
+
+        >>> Dataset.range(10).take(3).to_list()
+        [0, 1, 2]
+        """
         from feedline.dataset.take import TakeDataset
 
         return TakeDataset(self, non_negative_int("n", n))
 
     def skip(self, n: int) -> Dataset[T]:
-        """Every item after the first ``n``."""
+        """Every item after the first ``n`` (none if the dataset is shorter).
+
+        >>> Dataset.range(5).skip(3).to_list()
+        [3, 4]
+        """
         from feedline.dataset.take import SkipDataset
 
         return SkipDataset(self, non_negative_int("n", n))
 
     def repeat(self, epochs: int | None = None) -> Dataset[T]:
-        """Iterate ``epochs`` times (forever when ``None``), a new epoch number each time."""
+        """Iterate the dataset ``epochs`` times (forever when ``None``), each pass with the
+        next epoch number, so seeded shuffles change order between passes.
+
+        >>> Dataset.range(2).repeat(3).to_list()
+        [0, 1, 0, 1, 0, 1]
+        """
         from feedline.dataset.repeat import RepeatDataset
 
         return RepeatDataset(self, optional_positive_int("epochs", epochs))
 
     def prefetch(self, buffer_size: int | str = 2) -> Dataset[T]:
-        """Produce up to ``buffer_size`` items ahead in a background thread."""
+        """Produce up to ``buffer_size`` items ahead in a background thread (``"auto"``
+        sizes the buffer by measuring). Order, errors and state are those of the
+        pipeline without it; the thread stops with its iterator.
+
+        >>> Dataset.range(5).map(lambda x: x + 1).prefetch(2).to_list()
+        [1, 2, 3, 4, 5]
+        """
         from feedline.dataset.prefetch import PrefetchDataset
 
         return PrefetchDataset(self, buffer_size)
 
     def concat(self, *others: Dataset) -> Dataset:
-        """This dataset's items, then each of ``others``' items."""
+        """This dataset's items, then each of ``others``' items, in order.
+
+        >>> Dataset.range(2).concat(Dataset.range(3)).to_list()
+        [0, 1, 0, 1, 2]
+        """
         from feedline.dataset.concat import ConcatDataset
 
         return ConcatDataset((self, *others))
 
     def zip(self, *others: Dataset, strict: bool = False) -> Dataset[tuple]:
-        """Tuples of one item from each dataset; ends with the shortest (``strict``: all
-        must end together)."""
+        """Tuples of one item from each dataset; ends with the shortest (``strict=True``:
+        raises ``ValueError`` unless all end together).
+
+        >>> Dataset.range(3).zip(Dataset.from_iterable(["a", "b"])).to_list()
+        [(0, 'a'), (1, 'b')]
+        """
         from feedline.dataset.zip import ZipDataset
 
         return ZipDataset((self, *others), strict=strict)
 
     def shard(self, rank: int | None = None, world_size: int | None = None, *,
               policy: str = "pad") -> Dataset[T]:
-        """This rank's part, exactly once across ranks; see :mod:`feedline.dataset.shard`.
-        ``rank``/``world_size`` default to torch.distributed's, else ``RANK``/``WORLD_SIZE``."""
+        """This rank's part, every item on exactly one rank; see :mod:`feedline.dataset.shard`.
+
+        A random-access dataset deals its positions round robin (rank ``r`` reads
+        ``r, r + W, r + 2W, ...``); ``policy="pad"`` gives every rank ``ceil(N / W)`` items
+        (the last round wraps to the start), ``"drop_remainder"`` ``floor(N / W)``,
+        ``"none"`` exactly the positions below ``N``. A stream takes every ``W``-th item
+        (``policy="none"``). ``rank``/``world_size`` default to
+        torch.distributed's, else ``RANK``/``WORLD_SIZE``. Shard *after* a global shuffle
+        and *before* a buffer shuffle.
+
+        >>> [Dataset.range(10).shard(r, 3).to_list() for r in range(3)]
+        [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]
+        """
         from feedline.dataset.shard import shard_dataset
         from feedline.io.split import resolve_rank_world
 
@@ -324,8 +471,15 @@ class Dataset(Generic[T]):
 
     def interleave(self, fn: Callable[[T], Dataset], *, cycle_length: int,
                    block_length: int = 1, num_parallel_reads: int | None = None) -> Dataset:
-        """Read several datasets made by ``fn(item)`` at once, round robin; see
-        :mod:`feedline.dataset.interleave`."""
+        """Read ``cycle_length`` datasets made by ``fn(item)`` at once, taking
+        ``block_length`` items from each in turn (tf.data's ``interleave``); a finished one
+        is replaced by the next input's. ``num_parallel_reads`` reads ahead in threads.
+        See :mod:`feedline.dataset.interleave`.
+
+        >>> Dataset.range(2).interleave(lambda i: Dataset.range(i * 10, i * 10 + 3),
+        ...                             cycle_length=2).to_list()
+        [0, 10, 1, 11, 2, 12]
+        """
         from feedline.dataset.interleave import InterleaveDataset
 
         return InterleaveDataset(self, callable_arg("fn", fn), cycle_length=cycle_length,
@@ -335,7 +489,17 @@ class Dataset(Generic[T]):
     def bucket_by_length(self, *, length_fn: Callable[[T], int], bucket_boundaries: Sequence[int],
                          bucket_batch_sizes: Sequence[int] | None = None,
                          max_tokens: int | None = None, drop_remainder: bool = False) -> Dataset:
-        """Batches of items of similar length; see :mod:`feedline.dataset.bucket`."""
+        """Batches of items of similar length (tf.data's ``bucket_by_sequence_length``):
+        an item goes to the bucket whose ``bucket_boundaries`` interval holds
+        ``length_fn(item)``; a bucket yields a batch when it holds its
+        ``bucket_batch_sizes`` entry (or, with ``max_tokens``, when one more item would
+        exceed that many padded tokens). See :mod:`feedline.dataset.bucket`.
+
+        >>> ds = Dataset.from_iterable(["a", "bbbb", "cc", "dddd"])
+        >>> ds.bucket_by_length(length_fn=len, bucket_boundaries=[3],
+        ...                     bucket_batch_sizes=[2, 2]).to_list()
+        [['a', 'cc'], ['bbbb', 'dddd']]
+        """
         from feedline.dataset.bucket import bucket_by_length
 
         return bucket_by_length(self, length_fn=length_fn, bucket_boundaries=bucket_boundaries,
@@ -343,7 +507,11 @@ class Dataset(Generic[T]):
                                 drop_remainder=drop_remainder)
 
     def apply(self, transformation: Callable[[Dataset[T]], Dataset]) -> Dataset:
-        """``transformation(self)``: chain a custom dataset-to-dataset function."""
+        """``transformation(self)``: chain a custom dataset-to-dataset function.
+
+        >>> Dataset.range(4).apply(lambda ds: ds.batch(2)).to_list()
+        [[0, 1], [2, 3]]
+        """
         return callable_arg("transformation", transformation)(self)
 
 

@@ -3,11 +3,11 @@
 Each batch is a ``list`` of ``batch_size`` items (PaddlePaddle's batch reader), or
 ``collate(list)`` when ``collate`` is given (``"numpy"`` stacks arrays, see
 :mod:`feedline.dataset.collate`). The last, smaller batch is kept unless
-``drop_last=True``. The state is the parent's state between two batches.
+``drop_remainder=True``. The state is the parent's state between two batches.
 
 >>> Dataset.range(5).batch(2).to_list()
 [[0, 1], [2, 3], [4]]
->>> Dataset.range(5).batch(2, drop_last=True, collate="numpy").to_list()[1].tolist()
+>>> Dataset.range(5).batch(2, drop_remainder=True, collate="numpy").to_list()[1].tolist()
 [2, 3]
 """
 
@@ -28,12 +28,12 @@ class BatchDataset(Dataset):
     """Batches of ``batch_size`` consecutive items of the parent."""
 
     def __init__(
-        self, parent: Dataset, batch_size: int, *, drop_last: bool, collate: Callable | str | None
+        self, parent: Dataset, batch_size: int, *, drop_remainder: bool, collate: Callable | str | None
     ) -> None:
         super().__init__()
         self._parents = (parent,)
         self._batch_size = batch_size
-        self._drop_last = bool(drop_last)
+        self._drop_remainder = bool(drop_remainder)
         self._collate = resolve_collate(collate)
 
     @property
@@ -42,17 +42,17 @@ class BatchDataset(Dataset):
 
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
         return _BatchIterator(
-            self._parents[0]._build(ctx), self._batch_size, self._drop_last, self._collate
+            self._parents[0]._build(ctx), self._batch_size, self._drop_remainder, self._collate
         )
 
 
 class _BatchIterator(DatasetIterator):
     def __init__(
-        self, parent: DatasetIterator, batch_size: int, drop_last: bool, collate: Callable | None
+        self, parent: DatasetIterator, batch_size: int, drop_remainder: bool, collate: Callable | None
     ) -> None:
         self._parent = parent
         self._batch_size = batch_size
-        self._drop_last = drop_last
+        self._drop_remainder = drop_remainder
         self._collate = collate
         self._source: Iterator | None = None
 
@@ -61,7 +61,7 @@ class _BatchIterator(DatasetIterator):
         if source is None:
             source = self._source = self._parent._fast()
         items = list(islice(source, self._batch_size))
-        if not items or (self._drop_last and len(items) < self._batch_size):
+        if not items or (self._drop_remainder and len(items) < self._batch_size):
             raise StopIteration
         return items if self._collate is None else self._collate(items)
 

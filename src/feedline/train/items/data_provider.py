@@ -168,7 +168,7 @@ class DataProvider(RunnerItem):
             else:
                 per_pass = n // batch_size if self.drop_last else math.ceil(n / batch_size)
         if batch_size is not None:
-            ds = ds.batch(batch_size, drop_last=self.drop_last)
+            ds = ds.batch(batch_size, drop_remainder=self.drop_last)
         ds = ds.map(_Feed(feeder, batch_size is not None), name="feed")
         if self.prefetch:
             ds = ds.prefetch(self.prefetch)
