@@ -12,12 +12,11 @@ Diagnostics go to the ``feedline`` logger hierarchy (one logger per module).
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import Any
 
 from feedline import exceptions as _exceptions
 from feedline._internal import aliases as _aliases
+from feedline._internal.lazy import lazy_exports as _lazy_exports
 from feedline.exceptions import *  # noqa: F403 - every error class at the top level
 
 __version__ = "0.1.0"
@@ -50,18 +49,4 @@ _aliases.install()
 logging.getLogger("feedline").addHandler(logging.NullHandler())
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        module = importlib.import_module(f"feedline.{name}")
-        globals()[name] = module
-        return module
-    home = _EXPORTS.get(name)
-    if home is None:
-        raise AttributeError(f"module 'feedline' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*__all__, *_SUBMODULES])
+__getattr__, __dir__ = _lazy_exports(globals(), _EXPORTS, submodules=_SUBMODULES)

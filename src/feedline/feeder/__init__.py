@@ -70,20 +70,7 @@ This package holds :mod:`.data_feeder` (:class:`DataFeeder`), :mod:`.values` (th
 types) and :mod:`.parsed` (TensorFlow-style parsed layouts).
 """
 
-from feedline.feeder.data_feeder import (
-    DataFeeder,
-    SequenceValue,
-    SparseValue,
-    from_parsed,
-    from_ragged,
-    from_sparse_tensor,
-)
+from feedline.feeder import data_feeder as _data_feeder
+from feedline.feeder.data_feeder import *  # noqa: F403 - the public names, listed once in data_feeder.__all__
 
-__all__ = [
-    "DataFeeder",
-    "SparseValue",
-    "SequenceValue",
-    "from_sparse_tensor",
-    "from_ragged",
-    "from_parsed",
-]
+__all__ = list(_data_feeder.__all__)

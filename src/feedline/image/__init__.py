@@ -22,9 +22,7 @@ only when an image is decoded or encoded; the other names load lazily on first u
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from feedline._internal.lazy import lazy_exports
 from feedline.image.codec import decode, image_format, probe
 
 # public name -> module that defines it (loaded on first use)
@@ -53,14 +51,4 @@ _EXPORTS = {
 __all__ = ["decode", "probe", "image_format", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'feedline.image' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

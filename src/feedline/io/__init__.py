@@ -10,8 +10,7 @@ others.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from feedline._internal.lazy import lazy_exports
 
 # public name -> submodule that defines it
 _EXPORTS = {
@@ -22,14 +21,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'feedline.io' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -64,36 +64,7 @@ This package holds :mod:`.codec` (the functions above), :mod:`.spec` (feature sp
 format); also importable as ``feedline.example``.
 """
 
-from feedline.formats.example.codec import (
-    FixedLenFeature,
-    FixedLenSequenceFeature,
-    RaggedFeature,
-    RaggedTensorValue,
-    SparseTensorValue,
-    VarLenFeature,
-    decode_example,
-    decode_sequence_example,
-    encode_example,
-    encode_sequence_example,
-    parse_example,
-    parse_sequence_example,
-    parse_single_example,
-    parse_single_sequence_example,
-)
+from feedline.formats.example import codec as _codec
+from feedline.formats.example.codec import *  # noqa: F403 - the public names, listed once in codec.__all__
 
-__all__ = [
-    "FixedLenFeature",
-    "VarLenFeature",
-    "RaggedFeature",
-    "FixedLenSequenceFeature",
-    "SparseTensorValue",
-    "RaggedTensorValue",
-    "encode_example",
-    "decode_example",
-    "encode_sequence_example",
-    "decode_sequence_example",
-    "parse_example",
-    "parse_single_example",
-    "parse_sequence_example",
-    "parse_single_sequence_example",
-]
+__all__ = list(_codec.__all__)
