@@ -1,4 +1,4 @@
-"""`feedline inspect` and `feedline index` on every shared fixture (in-process)."""
+"""`feedline inspect` and `feedline index` on every peer-written fixture (in-process)."""
 
 from __future__ import annotations
 
