@@ -10,15 +10,15 @@ import time
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHARED_FIXTURES = ROOT.parent / "shared" / "fixtures"
+FIXTURES = ROOT / "tests" / "data"
 
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> pathlib.Path:
-    """``../shared/fixtures`` beside the checkout (read-only peer-written files)."""
-    if not SHARED_FIXTURES.is_dir():
-        pytest.fail(f"shared fixtures not found at {SHARED_FIXTURES}")
-    return SHARED_FIXTURES
+    """``tests/data``: peer-written conformance files (see ``tests/data/SOURCES.md``)."""
+    if not FIXTURES.is_dir():
+        pytest.fail(f"fixtures not found at {FIXTURES}")
+    return FIXTURES
 
 
 def _child_pids() -> set[int]:

@@ -42,5 +42,7 @@ def test_bench_rejects_bad_arguments(files, capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--batch-size", "0", files[0]])
     assert "must be a positive int, got '0'" in capsys.readouterr().err
-    with pytest.raises(FileNotFoundError, match="no file matches"):
-        main(["bench", files[0] + ".missing"])
+    assert main(["bench", files[0] + ".missing"]) == 2
+    assert capsys.readouterr().err == f"feedline bench: error: {files[0]}.missing: no such file\n"
+    assert main(["bench", files[0] + "*.missing"]) == 2
+    assert "no file matches" in capsys.readouterr().err

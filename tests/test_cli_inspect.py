@@ -1,4 +1,4 @@
-"""`feedline inspect` and `feedline index` on every shared fixture (in-process)."""
+"""`feedline inspect` and `feedline index` on every peer-written fixture (in-process)."""
 
 from __future__ import annotations
 
@@ -119,8 +119,9 @@ def test_inspect_limit_and_missing_file(fixtures_dir, capsys, tmp_path):
         capsys, "--limit", "0", fixtures_dir / "tensorflow" / "examples.tfrecord"
     )
     assert rc == 0 and info["records"] == [] and info["count"] == 24
-    rc, [info] = _inspect_json(capsys, tmp_path / "nope.tfrecord")
-    assert rc == 1 and "No such file" in info["error"]
+    assert main(["inspect", "--json", str(tmp_path / "nope.tfrecord")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"feedline inspect: error: {tmp_path / 'nope.tfrecord'}: no such file\n"
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
     rc, [info] = _inspect_json(capsys, empty)

@@ -57,11 +57,11 @@ def test_demo_quick_run_trains_reports_and_resumes(tmp_path, capsys, leak_check)
     leak_check.assert_clean()
 
 
-def test_demo_rejects_bad_options(tmp_path):
-    with pytest.raises(SystemExit, match="--passes must be a positive int, got 0"):
-        main(["demo", "--passes", "0", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="--workers must be >= 0, got -1"):
-        main(["demo", "--workers", "-1", "--out", str(tmp_path)])
+def test_demo_rejects_bad_options(tmp_path, capsys):
+    assert main(["demo", "--passes", "0", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "feedline demo: error: --passes must be a positive int, got 0\n"
+    assert main(["demo", "--workers", "-1", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "feedline demo: error: --workers must be >= 0, got -1\n"
 
 
 def test_demo_reads_mnist_idx_files(tmp_path, capsys):

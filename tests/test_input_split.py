@@ -20,11 +20,11 @@ SETTINGS = settings(
 )
 
 
-SHARED_FIXTURES = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = pathlib.Path(__file__).resolve().parent / "data"
 
 
 def _load_cases():
-    expected = json.loads((SHARED_FIXTURES / "mxnet" / "expected.json").read_text())
+    expected = json.loads((FIXTURES / "mxnet" / "expected.json").read_text())
     cases = []
     for key, parts in expected["input_split"]["parts"].items():
         names, n = key.split(" nsplit=")

@@ -4,22 +4,145 @@ Each subcommand lives in its own module of this package (``feedline.cli.demo``,
 ``feedline.cli.inspect`` ...) exposing ``HELP`` (one line), ``add_arguments(parser)`` and
 ``run(args) -> int``. ``main`` builds the parser from the modules named in ``COMMANDS``.
 
+``main`` is the one error boundary of every subcommand: an error prints exactly one line,
+``feedline COMMAND: error: MESSAGE``, on stderr and sets the exit status, never a
+traceback (``--debug`` re-raises, traceback included):
+
+* 2 for a user error: a bad option, a missing file, a directory where a file is
+  expected (or the reverse), a missing optional extra (the message names the
+  ``pip install 'feedline[extra]'`` to run), a :class:`UsageError` a subcommand raises;
+* 1 for a data error: damaged input (:class:`~feedline.exceptions.DataError`,
+  :class:`~feedline.exceptions.CheckpointError`, a broken GZIP/ZLIB stream) and any
+  unexpected failure;
+* 130 for Ctrl-C; 141 (128 + SIGPIPE) when the reader of the output went away
+  (``feedline inspect ... | head``), silently.
+
 >>> sorted(build_parser()._subparsers._group_actions[0].choices) == sorted(COMMANDS)
 True
+>>> main(["index", "no/such/file.rec"])
+2
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import importlib
 import importlib.util
+import os
 import sys
-from collections.abc import Sequence
+import zlib
+from collections.abc import Iterable, Sequence
 
-__all__ = ["main", "COMMANDS"]
+__all__ = ["main", "COMMANDS", "UsageError", "check_input_files", "exit_status", "error_message"]
 
 #: Subcommands in the order ``feedline --help`` lists them.
 COMMANDS = ("demo", "pack", "inspect", "index", "bench")
+
+
+class UsageError(Exception):
+    """A user error that a subcommand reports: :func:`main` prints its message as one
+    ``feedline COMMAND: error: ...`` line and exits with ``status`` (default 2).
+
+    >>> exit_status(UsageError("x")), exit_status(UsageError("y", status=1))
+    (2, 1)
+    """
+
+    def __init__(self, message: str, *, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (no usage block)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def check_input_files(paths: Iterable[str]) -> None:
+    """Raise :class:`UsageError` unless every local path in ``paths`` is an existing
+    file (not a directory). URLs (``scheme://...``) and glob patterns are left to the
+    readers.
+
+    >>> check_input_files(["no/such/file"])
+    Traceback (most recent call last):
+    ...
+    feedline.cli.UsageError: no/such/file: no such file
+    >>> check_input_files(["."])
+    Traceback (most recent call last):
+    ...
+    feedline.cli.UsageError: .: is a directory, expected a file
+    """
+    for path in paths:
+        path = os.fspath(path)
+        if "://" in path or any(c in path for c in "*?["):
+            continue
+        if os.path.isdir(path):
+            raise UsageError(f"{path}: is a directory, expected a file")
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: no such file")
+
+
+def _chain(exc: BaseException) -> Iterable[BaseException]:
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+
+
+def exit_status(exc: BaseException) -> int:
+    """The exit status :func:`main` gives for ``exc`` (see the module docstring).
+
+    >>> from feedline.exceptions import CorruptRecordError
+    >>> exit_status(CorruptRecordError("bad CRC")), exit_status(FileNotFoundError("x"))
+    (1, 2)
+    """
+    from feedline.exceptions import CheckpointError, DataError
+
+    if isinstance(exc, UsageError):
+        return exc.status
+    for e in _chain(exc):
+        if isinstance(e, (DataError, CheckpointError, gzip.BadGzipFile, zlib.error, EOFError)):
+            return 1
+    if isinstance(exc, (OSError, ValueError, TypeError, KeyError, ImportError, LookupError)):
+        return 2
+    return 1
+
+
+def error_message(exc: BaseException) -> str:
+    """The one-line message :func:`main` prints for ``exc`` (after ``COMMAND: error:``).
+
+    >>> error_message(FileNotFoundError(2, "No such file or directory", "a.rec"))
+    'a.rec: No such file or directory'
+    >>> error_message(ValueError("first line\\nsecond line"))
+    'first line'
+    """
+    from feedline.exceptions import FeedlineError
+
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}"
+    elif isinstance(exc, KeyError) and not isinstance(exc, FeedlineError) and exc.args:
+        text = f"{type(exc).__name__}: {exc.args[0]}"
+    else:
+        text = str(exc).strip() or type(exc).__name__
+        if not isinstance(exc, (FeedlineError, UsageError, OSError, ValueError, TypeError,
+                                ImportError)):
+            text = f"{type(exc).__name__}: {text}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so that the interpreter's final
+    flush does not complain again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout replaced (tests) or closed
+        pass
 
 
 def _load(name: str):
@@ -33,10 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every available subcommand."""
     from feedline import __version__
 
-    parser = argparse.ArgumentParser(
-        prog="feedline", description="feedline keeps a training job fed."
-    )
+    parser = _Parser(prog="feedline", description="feedline keeps a training job fed.")
     parser.add_argument("--version", action="version", version=f"feedline {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error instead of one line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
@@ -45,19 +168,38 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the traceback of an error instead of one line")
         p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the process exit status."""
+    """Run the command line; return the process exit status (see the module docstring).
+
+    Bad options raise ``SystemExit(2)`` after printing their one line (``argparse``).
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # reported by the subcommand's parser, which names the subcommand
+        subparsers = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+        subparsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    command = f"feedline {args.command}"
     try:
-        return int(args._run(args) or 0)
+        status = int(args._run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the boundary
+        return status
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"{command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141
+    except Exception as exc:
+        if getattr(args, "debug", False):
+            raise
+        print(f"{command}: error: {error_message(exc)}", file=sys.stderr)
+        return exit_status(exc)
 
 
 if __name__ == "__main__":  # pragma: no cover

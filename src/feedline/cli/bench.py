@@ -100,7 +100,10 @@ def bench_files(paths: Sequence[str], *, batch_size: int = 64, shuffle: int | No
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``feedline bench``; the exit status is 0."""
+    """Run ``feedline bench``; the exit status is 0 (errors: see :func:`feedline.cli.main`)."""
+    from feedline.cli import check_input_files
+
+    check_input_files(args.files)
     result = bench_files(args.files, batch_size=args.batch_size, shuffle=args.shuffle,
                          cycle_length=args.cycle_length, parallel_reads=args.parallel_reads,
                          epochs=args.epochs, limit=args.limit)

@@ -61,14 +61,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _positive(name: str, value: int) -> None:
+    from feedline.cli import UsageError
+
     if value is None or value <= 0:
-        raise SystemExit(f"feedline demo: {name} must be a positive int, got {value}")
+        raise UsageError(f"{name} must be a positive int, got {value}")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; return 0 (the exit status)."""
     import torch
 
+    from feedline.cli import UsageError
     from feedline.demo.data import load, pack
     from feedline.demo.network import digits_network
     from feedline.demo.pipeline import test_pipeline, train_pipeline
@@ -82,7 +85,12 @@ def run(args: argparse.Namespace) -> int:
     _positive("--batch-size", args.batch_size)
     _positive("--threads", args.threads)
     if args.workers < 0:
-        raise SystemExit(f"feedline demo: --workers must be >= 0, got {args.workers}")
+        raise UsageError(f"--workers must be >= 0, got {args.workers}")
+    if args.mnist is not None and not os.path.isdir(args.mnist):
+        raise UsageError(f"--mnist {args.mnist}: "
+                         f"{'is not a directory' if os.path.exists(args.mnist) else 'no such directory'}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out}: is not a directory")
     torch.set_num_threads(args.threads)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)

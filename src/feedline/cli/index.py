@@ -15,6 +15,12 @@ the content (see ``feedline inspect``). A damaged file fails (exit status 1) unl
 ``--skip-damaged`` leaves its damaged records out of the index; a file of another format
 is reported and also counts as a failure.
 
+An existing ``.idx`` is replaced only when it holds the keys this command writes (0, 1,
+2, ... in file order): one with other keys — MXNet image ids, as ``im2rec`` or
+``MXIndexedRecordIO`` write them — or one that cannot be read is kept, and the file
+fails with exit status 2, unless ``--force``. Errors print one line each,
+``feedline index: error: ...``.
+
 >>> import os, tempfile
 >>> from feedline import tfrecord
 >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
@@ -54,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print JSON (a list, one object per file)"
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing .idx even when its keys (MXNet image ids) differ",
+    )
 
 
 def _target(path: str, fmt: str, output_dir: str | None) -> str:
@@ -68,10 +79,41 @@ def _target(path: str, fmt: str, output_dir: str | None) -> str:
     return os.path.join(output_dir, os.path.basename(name))
 
 
+def _check_keys(target: str) -> None:
+    """Raise ``UsageError`` when the existing ``.idx`` at ``target`` has keys other than
+    0, 1, 2, ... in offset order (replacing it would lose them)."""
+    from feedline._recordio_index import read_index
+    from feedline.cli import UsageError
+    from feedline.exceptions import DataError
+
+    try:
+        entries = read_index(target)
+    except (DataError, OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"{target} exists and cannot be read as an index ({exc}); "
+            "--force replaces it"
+        ) from exc
+    keys = [key for key, _ in sorted(entries, key=lambda e: e[1])]
+    if keys != list(range(len(keys))):
+        shown = ", ".join(map(str, keys[:5])) + (", ..." if len(keys) > 5 else "")
+        raise UsageError(
+            f"{target} exists with other keys (MXNet image ids {shown}) than the 0, 1, 2, ... "
+            "this command writes; --force replaces it"
+        )
+
+
 def index_file(
-    path: str | os.PathLike, *, output_dir: str | None = None, skip_damaged: bool = False
+    path: str | os.PathLike,
+    *,
+    output_dir: str | None = None,
+    skip_damaged: bool = False,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Index one file; returns ``{"path", "format", "index", "records", "error"}``."""
+    """Index one file; returns ``{"path", "format", "index", "records", "error",
+    "status"}``: ``status`` is 0, or the exit status the error asks for (1 for a damaged
+    file or a format without an index, 2 for a file that is missing or not a file, or
+    an existing ``.idx`` with other keys kept because ``force`` is false)."""
+    from feedline.cli import UsageError, exit_status
     from feedline.cli.inspect import detect_format
     from feedline.exceptions import FeedlineError
 
@@ -82,6 +124,7 @@ def index_file(
         "index": None,
         "records": None,
         "error": None,
+        "status": 0,
     }
     on_error = "skip" if skip_damaged else "raise"
     try:
@@ -99,29 +142,43 @@ def index_file(
             from feedline.formats import recordio
 
             target = _target(path, fmt, output_dir)
+            if not force and os.path.exists(target):
+                _check_keys(target)
             out["records"] = recordio.build_index(path, target, on_error=on_error)
             out["index"] = target
         else:
             out["error"] = f"{path}: {fmt} files have no index (only TFRecord and RecordIO do)"
-    except (FeedlineError, OSError, ValueError) as exc:
-        message = str(exc)
+            out["status"] = 1
+    except (FeedlineError, OSError, ValueError, UsageError) as exc:
+        if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+            message = f"{exc.filename}: {exc.strerror}"
+        else:
+            message = str(exc)
         out["error"] = message if path in message else f"{path}: {message}"
+        out["status"] = exit_status(exc)
     return out
 
 
 def run(args: argparse.Namespace) -> int:
-    """Index ``args.files``; exit status 1 when any file could not be indexed."""
+    """Index ``args.files``; the exit status is the largest of the files' statuses
+    (see :func:`index_file`)."""
+    from feedline.cli import UsageError, check_input_files
+
+    check_input_files(args.files)
     if args.output_dir is not None:
+        if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
+            raise UsageError(f"--output-dir {args.output_dir}: is not a directory")
         os.makedirs(args.output_dir, exist_ok=True)
     results = [
-        index_file(path, output_dir=args.output_dir, skip_damaged=args.skip_damaged)
+        index_file(path, output_dir=args.output_dir, skip_damaged=args.skip_damaged,
+                   force=args.force)
         for path in args.files
     ]
     if args.json:
         print(json.dumps(results, indent=2))
     for r in results:
         if r["error"]:
-            print(r["error"], file=sys.stderr)
+            print(f"feedline index: error: {r['error']}", file=sys.stderr)
         elif not args.json:
             print(f"{r['path']}: {r['format']}, {r['records']} records -> {r['index']}")
-    return 1 if any(r["error"] for r in results) else 0
+    return max(r["status"] for r in results)

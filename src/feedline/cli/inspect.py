@@ -13,8 +13,13 @@ by its header; text and CSV by decoding as UTF-8; CIFAR-10 when the size is a mu
 bytes) and the first ``--limit`` records decoded (``tf.train.Example`` and
 ``SequenceExample`` into features, RecordIO ``IRHeader`` label plus payload size and
 image format, CSV fields, IDX and CIFAR arrays). A damaged file is reported with the
-error (path, record and byte offset) after the records read before it, and the exit
-status is 1. ``--json`` prints one JSON object per file, as a list.
+error (path, record and byte offset) after the records read before it: the records go
+to stdout, the error to stderr as one line ``feedline inspect: error: ...``, and the exit
+status is 1. A missing file or a directory is refused before anything is read (exit
+status 2). ``--json`` prints one JSON object per file, as a list; a bytes value longer
+than 64 bytes appears there as ``{"length": N, "prefix": BASE64 of its first 16 bytes}``
+(shorter ones as base64 strings), a text line longer than 200 characters is cut there
+with ``...``, so that no payload is printed whole.
 
 >>> import os, tempfile
 >>> from feedline import tfrecord
@@ -44,6 +49,9 @@ HELP = "show the format, record count, sizes and first records of record files"
 
 _CIFAR10_RECORD = 3073
 _VALUES_SHOWN = 8
+_BYTES_SHOWN = 64  # longer bytes values appear as {"length", "prefix"}
+_PREFIX_BYTES = 16
+_TEXT_SHOWN = 200
 
 
 def _positive(text: str) -> int:
@@ -82,6 +90,21 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def _bytes_value(data: bytes) -> Any:
+    """``data`` as base64, or ``{"length", "prefix"}`` when it is long.
+
+    >>> _bytes_value(b"ab"), _bytes_value(bytes(100))
+    ('YWI=', {'length': 100, 'prefix': 'AAAAAAAAAAAAAAAAAAAAAA=='})
+    """
+    if len(data) <= _BYTES_SHOWN:
+        return _b64(data)
+    return {"length": len(data), "prefix": _b64(data[:_PREFIX_BYTES])}
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _TEXT_SHOWN else text[:_TEXT_SHOWN] + "..."
+
+
 def _feature(value: Any) -> dict[str, Any]:
     if value is None:
         return {"kind": "empty"}
@@ -89,7 +112,7 @@ def _feature(value: Any) -> dict[str, Any]:
         return {
             "kind": "bytes",
             "count": len(value),
-            "values": [_b64(v) for v in value[:_VALUES_SHOWN]],
+            "values": [_bytes_value(v) for v in value[:_VALUES_SHOWN]],
         }
     if value.dtype.kind == "i":
         return {"kind": "int64", "count": len(value), "values": value[:_VALUES_SHOWN].tolist()}
@@ -266,14 +289,14 @@ def _inspect_lines(path: str, compression: str | None, kind: str, limit: int, ou
                 item: dict[str, Any] = {"index": len(sizes), "bytes": len(record)}
                 if kind == "csv":
                     item["fields"] = [
-                        f.decode("utf-8", "replace") for f in fcsv.split_record(record)
+                        _cut(f.decode("utf-8", "replace")) for f in fcsv.split_record(record)
                     ]
                 elif kind == "recordio_idx":
                     key, _, offset = record.partition(b"\t")
                     item["key"] = key.decode("utf-8", "replace")
                     item["offset"] = int(offset) if offset.isdigit() else None
                 else:
-                    item["text"] = record.decode("utf-8", "replace")
+                    item["text"] = _cut(record.decode("utf-8", "replace"))
                 shown.append(item)
             sizes.append(len(record))
     finally:
@@ -327,7 +350,12 @@ def _short(value: Any) -> str:
             return "(empty Feature)"
         vals = value["values"]
         if value["kind"] == "bytes":
-            vals = [repr(base64.b64decode(v))[:42] for v in vals]
+            vals = [
+                repr(base64.b64decode(v))[:42]
+                if isinstance(v, str)
+                else f"{repr(base64.b64decode(v['prefix']))[:42]}... ({v['length']} bytes)"
+                for v in vals
+            ]
         more = ", ..." if value["count"] > len(vals) else ""
         return f"{value['kind']}[{value['count']}] [{', '.join(map(str, vals))}{more}]"
     return json.dumps(value)
@@ -388,12 +416,14 @@ def _print_summary(info: dict[str, Any], write) -> None:
             write(f"  {key}: {info[key]}")
     for item in info.get("records", []):
         _print_record(item, write)
-    if info["error"]:
-        write(f"  error: {info['error']}")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Inspect ``args.files``; exit status 1 when a file is damaged or unreadable."""
+    """Inspect ``args.files``; exit status 1 when a file is damaged or unreadable, 2 when
+    one is missing or a directory (then nothing is inspected)."""
+    from feedline.cli import check_input_files
+
+    check_input_files(args.files)
     infos = [inspect_file(path, limit=args.limit) for path in args.files]
     if args.json:
         print(json.dumps(infos, indent=2, ensure_ascii=False))
@@ -401,8 +431,8 @@ def run(args: argparse.Namespace) -> int:
         for info in infos:
             _print_summary(info, print)
     failed = [i for i in infos if i["error"]]
-    if args.json:
-        for info in failed:
-            error = info["error"]
-            print(error if info["path"] in error else f"{info['path']}: {error}", file=sys.stderr)
+    for info in failed:
+        error = info["error"].splitlines()[0]
+        error = error if info["path"] in error else f"{info['path']}: {error}"
+        print(f"feedline inspect: error: {error}", file=sys.stderr)
     return 1 if failed else 0

@@ -88,35 +88,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``feedline pack``; return the exit status (2 for bad arguments or input)."""
-    from feedline.exceptions import DataError
+    """Run ``feedline pack``; return the exit status. Errors reach the boundary of
+    :func:`feedline.cli.main`: 2 for bad arguments or input, 1 for a damaged image."""
     from feedline.image.pack import pack_images
 
     exts = tuple(e.strip() for e in args.exts.split(",") if e.strip())
-    try:
-        result = pack_images(
-            args.source,
-            args.output,
-            root=args.root,
-            format=args.format,
-            num_shards=args.num_shards,
-            resize=args.resize,
-            center_crop=args.center_crop,
-            encoding=args.encoding,
-            quality=args.quality,
-            color=args.color,
-            pass_through=args.pass_through,
-            pack_label=args.pack_label,
-            shuffle=args.shuffle,
-            seed=args.seed,
-            num_workers=args.num_workers,
-            exts=exts,
-            on_error=args.on_error,
-            progress=not args.quiet,
-        )
-    except (ValueError, TypeError, OSError, DataError) as exc:
-        print(f"feedline pack: error: {exc}", file=sys.stderr)
-        return 2
+    result = pack_images(
+        args.source,
+        args.output,
+        root=args.root,
+        format=args.format,
+        num_shards=args.num_shards,
+        resize=args.resize,
+        center_crop=args.center_crop,
+        encoding=args.encoding,
+        quality=args.quality,
+        color=args.color,
+        pass_through=args.pass_through,
+        pack_label=args.pack_label,
+        shuffle=args.shuffle,
+        seed=args.seed,
+        num_workers=args.num_workers,
+        exts=exts,
+        on_error=args.on_error,
+        progress=not args.quiet,
+    )
     print(f"packed {result.count} images into {len(result.files)} file(s):")
     for path, count in zip(result.files, result.counts):
         print(f"  {path} ({count} records)")
