@@ -82,9 +82,9 @@ def _target(path: str, fmt: str, output_dir: str | None) -> str:
 def _check_keys(target: str) -> None:
     """Raise ``UsageError`` when the existing ``.idx`` at ``target`` has keys other than
     0, 1, 2, ... in offset order (replacing it would lose them)."""
-    from feedline._recordio_index import read_index
     from feedline.cli import UsageError
     from feedline.exceptions import DataError
+    from feedline.formats.recordio.index import read_index
 
     try:
         entries = read_index(target)
