@@ -1,0 +1,3 @@
+"""Record formats, one package per format (``feedline.formats.parquet``, ...)."""
+
+__all__: list[str] = []
