@@ -154,6 +154,20 @@ def test_saved_dataset_splits_exactly_once_and_resumes(tmp_path, hf_dataset):
     assert_resumes_everywhere(rebatch(read_fragments(files), 7).map(as_lists))
 
 
+def test_saved_folder_on_an_fsspec_url(tmp_path, hf_dataset):
+    fsspec = pytest.importorskip("fsspec")
+    folder = tmp_path / "saved"
+    hf_dataset.save_to_disk(str(folder))
+    mem = fsspec.filesystem("memory")
+    try:
+        for name in os.listdir(folder):
+            mem.pipe(f"/feedline-hf-test/saved/{name}", (folder / name).read_bytes())
+        ds = load_from_disk("memory://feedline-hf-test/saved", batch_size=16)
+        assert [b["idx"].tolist() for b in ds] == [list(range(16)), list(range(16, 30))]
+    finally:
+        mem.rm("/feedline-hf-test", recursive=True)
+
+
 def test_not_a_saved_dataset(tmp_path):
     with pytest.raises(FileNotFoundError, match="is not a saved Hugging Face dataset"):
         load_from_disk(tmp_path)

@@ -123,6 +123,18 @@ def test_several_files_are_one_table_in_order(tmp_path):
         == [4, 5, 6]
 
 
+def test_a_folder_reads_only_its_table_files(tmp_path):
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    for i in range(2):
+        pq.write_table(pa.table({"v": [i]}), tmp_path / f"part-{i}.parquet")
+    assert [r["v"] for r in read_rows(tmp_path)] == [0, 1]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("x")
+    with pytest.raises(FileNotFoundError, match="file in folder"):
+        read_rows(empty)
+
+
 def test_files_of_different_columns_are_refused(tmp_path):
     pq.write_table(pa.table({"a": [1]}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"b": [1]}), tmp_path / "b.parquet")

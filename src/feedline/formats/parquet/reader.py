@@ -234,14 +234,29 @@ class FragmentsDataset(_TableDataset):
         return dict(self._fragment(index % self._files.num_fragments))
 
 
+#: file name endings kept when a directory is given
+TABLE_SUFFIXES = (".parquet", ".pq", ".parq", ".arrow", ".feather", ".ipc")
+
+
 def _files(paths: Any, columns: Sequence[str] | None, format: str, on_error: str,
            storage_options: dict | None) -> TableFiles:
-    from feedline.io.fs import expand
+    from feedline.io.fs import expand, is_remote
 
     if isinstance(paths, TableFiles):
         return paths
-    return TableFiles(expand(paths, storage_options=storage_options), columns=columns,
-                      format=format, on_error=on_error, storage_options=storage_options)
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    listed: list[str] = []
+    for pattern in paths:
+        found = expand(pattern, storage_options=storage_options)
+        p = os.fspath(pattern)
+        if not is_remote(p) and os.path.isdir(p):  # a folder: only its table files
+            found = [f for f in found if f.endswith(TABLE_SUFFIXES)]
+            if not found:
+                raise FileNotFoundError(f"no {'/'.join(TABLE_SUFFIXES)} file in folder {p!r}")
+        listed.extend(found)
+    return TableFiles(listed, columns=columns, format=format, on_error=on_error,
+                      storage_options=storage_options)
 
 
 def read_rows(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFiles, *,
@@ -251,7 +266,8 @@ def read_rows(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFile
     """Rows of Parquet / Arrow IPC files as dicts; see the module docstring.
 
     ``paths``: a path, URL, glob or directory, or a list of them (expanded by
-    :func:`feedline.io.fs.expand`, each pattern's matches sorted), or a
+    :func:`feedline.io.fs.expand`, each pattern's matches sorted; of a local directory only
+    the files ending in one of :data:`TABLE_SUFFIXES` are read), or a
     :class:`~feedline.formats.parquet.arrow.TableFiles`. ``columns``, ``format``,
     ``on_error``, ``storage_options``: as for ``TableFiles``. ``cache_fragments``: how
     many decoded fragments to keep.
