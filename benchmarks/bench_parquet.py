@@ -9,19 +9,21 @@ turns the data into batches of ``--batch-size`` rows, each a dict of numpy array
 as an object array of ``str``), or into row dicts for the row cases; page cache warm, best
 of ``--repeat`` after one warm-up. Results go to ``benchmarks/results/parquet.md``.
 
-    python benchmarks/bench_parquet.py                 # 300,000 rows
+    python benchmarks/bench_parquet.py                 # 200,000 rows
     python benchmarks/bench_parquet.py --rows 20000 --repeat 1   # smoke run
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import os
 import pathlib
 import shutil
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -88,9 +90,27 @@ def drain_rows(rows, limit: int) -> int:
     return sum(1 for _ in itertools.islice(rows, limit))
 
 
+def timed_interleaved(cases: dict, repeat: int) -> dict:
+    """Best seconds of each case (``None`` stays ``None``), the cases run in turn in every
+    round so that a shared machine's changing load falls on all of them alike."""
+    best = {key: (None if fn is None else float("inf")) for key, fn in cases.items()}
+    for fn in cases.values():  # warm-up
+        if fn is not None:
+            fn()
+    for _ in range(repeat):
+        for key, fn in cases.items():
+            if fn is None:
+                continue
+            gc.collect()
+            start = time.perf_counter()
+            fn()
+            best[key] = min(best[key], time.perf_counter() - start)
+    return best
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=300_000)
+    parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--row-rows", type=int, default=20_000,
                         help="rows read in the row-by-row cases")
     parser.add_argument("--batch-size", type=int, default=1024)
@@ -128,62 +148,57 @@ def main(argv: list[str] | None = None) -> None:
     hf = None
     if datasets is not None and (saved / "state.json").exists():
         hf = datasets.load_from_disk(str(saved))
+    have_saved = (saved / "state.json").exists()
 
     rows = []
     for label, columns in (("numeric columns (10)", NUMERIC), ("all columns, with text", None)):
-        pa_time = harness.timed(lambda c=columns: drain(pyarrow_batches(c)), repeat=args.repeat)
-        cases = [
-            ("Parquet", "pyarrow `ParquetFile.iter_batches` -> numpy", pa_time),
-            ("Parquet", "feedline `read_batches`",
-             harness.timed(lambda c=columns: drain(fp.read_batches(str(parquet), batch_size=bs,
-                                                                   columns=c)),
-                           repeat=args.repeat)),
-            ("Parquet", "feedline `read_fragments` + `split` + `rebatch`",
-             harness.timed(lambda c=columns: drain(fragments_rebatch(c)), repeat=args.repeat)),
-        ]
         assert drain(fp.read_batches(str(parquet), batch_size=bs, columns=columns)) == n
-        ipc_time = harness.timed(lambda c=columns: drain(pyarrow_ipc_batches(c)),
-                                 repeat=args.repeat)
-        cases.append(("saved dataset", "pyarrow IPC stream -> numpy", ipc_time))
-        ours_saved = harness.timed(
-            lambda c=columns: drain(fp.load_from_disk(saved, batch_size=bs, columns=c)),
-            repeat=args.repeat) if (saved / "state.json").exists() else None
-        cases.append(("saved dataset", "feedline `load_from_disk(batch_size=)`", ours_saved))
-        hf_time = None
+        cases = {
+            ("Parquet", "pyarrow `ParquetFile.iter_batches` -> numpy"):
+                lambda c=columns: drain(pyarrow_batches(c)),
+            ("Parquet", "feedline `read_batches`"):
+                lambda c=columns: drain(fp.read_batches(str(parquet), batch_size=bs, columns=c)),
+            ("Parquet", "feedline `read_fragments` + `split` + `rebatch`"):
+                lambda c=columns: drain(fragments_rebatch(c)),
+            ("saved dataset", "pyarrow IPC stream -> numpy"):
+                lambda c=columns: drain(pyarrow_ipc_batches(c)),
+            ("saved dataset", "feedline `load_from_disk(batch_size=)`"):
+                None if not have_saved else
+                lambda c=columns: drain(fp.load_from_disk(saved, batch_size=bs, columns=c)),
+            ("saved dataset", "datasets `.with_format(\"numpy\").iter(batch_size=)`"): None,
+        }
         if hf is not None:
             view = hf.with_format("numpy")
             if columns is not None:
                 view = view.select_columns(columns)
-            hf_time = harness.timed(lambda v=view: drain(v.iter(batch_size=bs)),
-                                    repeat=args.repeat)
-        cases.append(("saved dataset", "datasets `.with_format(\"numpy\").iter(batch_size=)`",
-                      hf_time))
+            cases[("saved dataset", "datasets `.with_format(\"numpy\").iter(batch_size=)`")] = \
+                lambda v=view: drain(v.iter(batch_size=bs))
+        times = timed_interleaved(cases, args.repeat)
+        pa_rate = harness.rate(n, times[("Parquet", "pyarrow `ParquetFile.iter_batches` -> numpy")])
+        hf_time = times[("saved dataset", "datasets `.with_format(\"numpy\").iter(batch_size=)`")]
         hf_rate = None if hf_time is None else harness.rate(n, hf_time)
-        for source, reader, seconds in cases:
+        for (source, reader), seconds in times.items():
             r = None if seconds is None else harness.rate(n, seconds)
             rows.append([label, source, reader, harness.fmt_rate(r),
-                         harness.ratio(r, harness.rate(n, pa_time)), harness.ratio(r, hf_rate)])
+                         harness.ratio(r, pa_rate), harness.ratio(r, hf_rate)])
             print(rows[-1], flush=True)
 
     # row by row: feedline read_rows vs datasets' plain iteration, on the saved folder
     m = min(args.row_rows, n)
-    row_cases = []
-    if (saved / "state.json").exists():
-        row_cases.append(("feedline `load_from_disk` rows",
-                          harness.timed(lambda: drain_rows(iter(fp.load_from_disk(saved)), m),
-                                        repeat=args.repeat)))
-    row_cases.append(("feedline `read_rows` (Parquet)",
-                      harness.timed(lambda: drain_rows(iter(fp.read_rows(str(parquet))), m),
-                                    repeat=args.repeat)))
-    hf_rows = None
-    if hf is not None:
-        hf_rows = harness.timed(lambda: drain_rows(iter(hf), m), repeat=args.repeat)
-    row_cases.append(("datasets `for row in ds`", hf_rows))
+    row_cases = {
+        ("saved dataset", "feedline `load_from_disk` rows"):
+            None if not have_saved else lambda: drain_rows(iter(fp.load_from_disk(saved)), m),
+        ("Parquet", "feedline `read_rows`"):
+            lambda: drain_rows(iter(fp.read_rows(str(parquet))), m),
+        ("saved dataset", "datasets `for row in ds`"):
+            None if hf is None else lambda: drain_rows(iter(hf), m),
+    }
+    times = timed_interleaved(row_cases, args.repeat)
+    hf_rows = times[("saved dataset", "datasets `for row in ds`")]
     hf_row_rate = None if hf_rows is None else harness.rate(m, hf_rows)
-    for reader, seconds in row_cases:
+    for (source, reader), seconds in times.items():
         r = None if seconds is None else harness.rate(m, seconds)
-        rows.append(["rows as dicts, all columns", "saved dataset" if "Parquet" not in reader
-                     else "Parquet", reader, harness.fmt_rate(r), "",
+        rows.append(["rows as dicts, all columns", source, reader, harness.fmt_rate(r), "",
                      harness.ratio(r, hf_row_rate)])
         print(rows[-1], flush=True)
 
@@ -199,7 +214,8 @@ once as Parquet (snappy, row groups of {ROW_GROUP:,} rows) and once with
 `datasets.Dataset.save_to_disk` (one Arrow IPC stream file, memory-mapped when read).
 Each reader yields batches of {bs:,} rows as dicts of numpy arrays (text: object arrays of
 `str`), in file order, in this process (no workers); the row cases read the first
-{m:,} rows as dicts. Page cache warm; best of {args.repeat} after a warm-up; {versions}.
+{m:,} rows as dicts. Page cache warm; best of {args.repeat} rounds after a warm-up, the readers taking turns
+in every round; {versions}.
 "/ pyarrow Parquet" is the rate over pyarrow's own `iter_batches` on the same Parquet
 file with the same columns (goal: 0.80x or more); "/ datasets" over `datasets`' iteration
 of the saved folder (goal: above 1.00x).
