@@ -135,6 +135,19 @@ def test_a_folder_reads_only_its_table_files(tmp_path):
         read_rows(empty)
 
 
+def test_only_max_open_files_stay_open(tmp_path, monkeypatch):
+    monkeypatch.setattr(TableFiles, "max_open_files", 2)
+    paths = []
+    for i in range(5):
+        paths.append(str(tmp_path / f"p{i}.parquet"))
+        pq.write_table(pa.table({"v": [2 * i, 2 * i + 1]}), paths[-1])
+    ds = read_rows(paths, cache_fragments=1)
+    assert sum(h is not None for h in ds.files._handles) == 2
+    assert [r["v"] for r in ds] == list(range(10))
+    assert [ds[i]["v"] for i in (9, 0, 5, 1)] == [9, 0, 5, 1]
+    assert sum(h is not None for h in ds.files._handles) == 2
+
+
 def test_files_of_different_columns_are_refused(tmp_path):
     pq.write_table(pa.table({"a": [1]}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"b": [1]}), tmp_path / "b.parquet")

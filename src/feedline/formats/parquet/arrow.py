@@ -106,9 +106,14 @@ class TableFiles:
     (the selected columns' ``pyarrow.Schema``), ``column_names``, ``skipped`` (list of
     ``(path, message)`` for files left out under ``on_error``).
 
-    Picklable: open files are dropped and reopened lazily in the process that reads.
-    Reads are serialised by a lock, so threads may share one instance.
+    At most :attr:`max_open_files` files stay open (least recently used closed first;
+    a reopened Parquet file reads its footer again, an Arrow stream is read through
+    again). Picklable: open files are dropped and reopened lazily in the process that
+    reads. Reads are serialised by a lock, so threads may share one instance.
     """
+
+    #: files kept open at once
+    max_open_files = 32
 
     def __init__(self, paths: Sequence[str | os.PathLike], *, columns: Sequence[str] | None = None,
                  format: str = "auto", on_error: str = "raise",
@@ -137,6 +142,7 @@ class TableFiles:
         self.fragment_local: list[int] = []
         self.schema: Any = None
         self._lock = threading.Lock()
+        self._open_order: list[int] = []
         for path in paths:
             try:
                 handle = self._open(path, None)
@@ -157,6 +163,7 @@ class TableFiles:
             self.paths.append(path)
             self._kinds.append(handle.kind)
             self._handles.append(handle)
+            self._note_open(file_index)
             for local, n in enumerate(counts):
                 self.fragment_rows.append(n)
                 self.fragment_file.append(file_index)
@@ -188,13 +195,10 @@ class TableFiles:
     def _open(self, path: str, kind: str | None) -> _Handle:
         pa = _pa()
         local = not is_remote(path)
-        try:
-            if local:
-                source: Any = pa.memory_map(strip_file_scheme(path), "r")
-            else:
-                source = open_file(path, "rb", storage_options=self.storage_options)
-        except FileNotFoundError:
-            raise
+        if local:
+            source: Any = pa.memory_map(strip_file_scheme(path), "r")
+        else:
+            source = open_file(path, "rb", storage_options=self.storage_options)
         try:
             if kind is None:
                 head = source.read(8)
@@ -253,11 +257,26 @@ class TableFiles:
             fields.append(schema.field(index))
         return pa.schema(fields)
 
+    def _note_open(self, file_index: int) -> None:
+        """Mark ``file_index`` most recently used; close the least recently used file
+        beyond :attr:`max_open_files`."""
+        order = self._open_order
+        if file_index in order:
+            order.remove(file_index)
+        order.append(file_index)
+        while len(order) > self.max_open_files:
+            oldest = order.pop(0)
+            handle, self._handles[oldest] = self._handles[oldest], None
+            if handle is not None:
+                handle.close()
+
     def _handle(self, file_index: int) -> _Handle:
         handle = self._handles[file_index]
         if handle is None:
             path = self.paths[file_index]
             handle = self._handles[file_index] = self._open(path, self._kinds[file_index])
+        if self._open_order[-1:] != [file_index]:
+            self._note_open(file_index)
         return handle
 
     # ------------------------------------------------------------------ reading
@@ -295,10 +314,12 @@ class TableFiles:
                 if handle is not None:
                     self._handles[i] = None
                     handle.close()
+            self._open_order = []
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_handles"] = [None] * len(self.paths)
+        state["_open_order"] = []
         del state["_lock"]
         return state
 
