@@ -82,7 +82,7 @@ def detect_table_format(head: bytes) -> str | None:
 class _Handle:
     """One opened file: how to read its fragments."""
 
-    def __init__(self, kind: str, source: Any, reader: Any, batches: list | None) -> None:
+    def __init__(self, kind: str, source: Any, reader: Any, batches: Any) -> None:
         self.kind, self.source, self.reader, self.batches = kind, source, reader, batches
 
     def close(self) -> None:
@@ -123,8 +123,8 @@ class TableFiles:
         self._on_error = check_on_error(on_error)
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
-        paths = [os.fspath(p) for p in paths]
-        if not paths:
+        names: list[str] = [os.fspath(p) for p in paths]
+        if not names:
             raise ValueError("`paths` must name at least one file, got none")
         if columns is not None:
             if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
@@ -143,7 +143,7 @@ class TableFiles:
         self.schema: Any = None
         self._lock = threading.Lock()
         self._open_order: list[int] = []
-        for path in paths:
+        for path in names:
             try:
                 handle = self._open(path, None)
                 counts = self._counts(handle)
@@ -170,7 +170,7 @@ class TableFiles:
                 self.fragment_local.append(local)
         if self.schema is None:
             raise CorruptRecordError(
-                f"none of the {len(paths)} files could be read: {self.skipped[0][1]}",
+                f"none of the {len(names)} files could be read: {self.skipped[0][1]}",
                 path=self.skipped[0][0])
         self.starts = [0]
         for n in self.fragment_rows:

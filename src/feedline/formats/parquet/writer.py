@@ -226,8 +226,8 @@ class ParquetWriter(Closeable):
             elif os.path.exists(self._tmp):
                 os.unlink(self._tmp)
 
-    def __exit__(self, exc_type: Any, *exc_info: object) -> None:
-        if exc_type is not None:
+    def __exit__(self, *exc_info: object) -> None:
+        if exc_info and exc_info[0] is not None:
             self.abort()
         else:
             self.close()
