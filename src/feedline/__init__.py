@@ -40,7 +40,7 @@ __all__ = ["__version__", *_EXPORTS, *_exceptions.__all__]
 _SUBMODULES = {
     "data_type", "reader", "tfrecord", "example", "recordio", "csv", "text", "fixed", "idx",
     "ndarray_file", "sharded", "io", "image", "feeder", "sequence", "dataset", "runtime",
-    "train", "storage", "formats", "pytorch", "exceptions",
+    "train", "storage", "formats", "pytorch", "exceptions", "parquet", "webdataset",
 }
 
 _aliases.install()

@@ -26,7 +26,7 @@ ALIASES = {
     f"feedline.{name}": f"feedline.formats.{name}"
     for name in (
         "tfrecord", "example", "recordio", "csv", "text", "fixed", "idx", "ndarray_file",
-        "sharded",
+        "sharded", "parquet", "webdataset",
     )
 }
 

@@ -9,6 +9,8 @@
 ``idx``                MNIST IDX files
 ``ndarray_file``       MXNet ``mx.nd.save`` files
 ``sharded``            ``name-00000-of-00008`` shard sets, written atomically
+``parquet``            Parquet and Arrow IPC files, saved Hugging Face datasets (pyarrow)
+``webdataset``         WebDataset tar shards
 ``detect``             format detection from a file's first bytes
 =====================  =============================================================
 

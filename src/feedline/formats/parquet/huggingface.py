@@ -1,0 +1,101 @@
+"""Open a folder written by ``datasets.Dataset.save_to_disk`` (or
+``DatasetDict.save_to_disk``) without the ``datasets`` package.
+
+A saved dataset folder holds ``state.json`` (its ``_data_files`` list the Arrow IPC
+stream files, ``data-00000-of-0000N.arrow``, in order), ``dataset_info.json`` and the
+files themselves. A saved ``DatasetDict`` holds ``dataset_dict.json`` (``{"splits":
+[...]}``) and one such folder per split.
+
+Values are the stored Arrow values: features that ``datasets`` decodes on access
+(``Image``, ``Audio``) come as their stored struct (``{"bytes": ..., "path": ...}``),
+``ClassLabel`` as its integer.
+
+>>> import os, tempfile, json, pyarrow as pa
+>>> d = tempfile.mkdtemp()
+>>> with pa.OSFile(os.path.join(d, "data-00000-of-00001.arrow"), "wb") as f:
+...     with pa.ipc.new_stream(f, pa.schema([("a", pa.int64())])) as w:
+...         w.write_table(pa.table({"a": [1, 2]}))
+>>> with open(os.path.join(d, "state.json"), "w") as f:
+...     json.dump({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}, f)
+>>> load_from_disk(d).to_list()
+[{'a': 1}, {'a': 2}]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from feedline._internal.validate import positive_int
+from feedline.formats.parquet.reader import (
+    BatchesDataset,
+    RowsDataset,
+    read_batches,
+    read_rows,
+)
+from feedline.storage.fs import is_remote, open_file
+
+__all__ = ["load_from_disk"]
+
+
+def _join(base: str, name: str) -> str:
+    if is_remote(base):
+        return base.rstrip("/") + "/" + name
+    return os.path.join(base, name)
+
+
+def _read_json(path: str, storage_options: dict | None) -> Any:
+    try:
+        with open_file(path, "rb", storage_options=storage_options) as f:
+            return json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def load_from_disk(path: str | os.PathLike, *, split: str | None = None,
+                   columns: Sequence[str] | None = None, batch_size: int | None = None,
+                   drop_last: bool = False, cache_fragments: int = 2,
+                   storage_options: dict | None = None
+                   ) -> RowsDataset | BatchesDataset | dict[str, RowsDataset | BatchesDataset]:
+    """The saved Hugging Face dataset in folder ``path`` (local or URL).
+
+    A ``Dataset`` folder gives :func:`~feedline.formats.parquet.reader.read_rows` over its
+    Arrow files (rows in the saved order) or, with ``batch_size``,
+    :func:`~feedline.formats.parquet.reader.read_batches`. A ``DatasetDict`` folder gives
+    a ``dict`` from split name to such a dataset, in the saved order of the splits; with
+    ``split="train"`` just that split's dataset (``KeyError`` listing the splits if there
+    is no such split). ``columns`` selects columns. A folder with neither
+    ``state.json`` nor ``dataset_dict.json`` raises ``FileNotFoundError``.
+    """
+    path = os.fspath(path)
+    if batch_size is not None:
+        positive_int("batch_size", batch_size)
+    splits = _read_json(_join(path, "dataset_dict.json"), storage_options)
+    if splits is not None:
+        names = list(splits.get("splits", []))
+        if split is not None:
+            if split not in names:
+                raise KeyError(f"{path} has no split {split!r}; its splits are {names}")
+            names = [split]
+        out = {name: load_from_disk(_join(path, name), columns=columns, batch_size=batch_size,
+                                    drop_last=drop_last, cache_fragments=cache_fragments,
+                                    storage_options=storage_options) for name in names}
+        return out[split] if split is not None else out  # type: ignore[return-value]
+    state = _read_json(_join(path, "state.json"), storage_options)
+    if state is None:
+        raise FileNotFoundError(
+            f"{path} is not a saved Hugging Face dataset: it has neither state.json nor "
+            "dataset_dict.json (datasets.Dataset.save_to_disk writes them)")
+    if split is not None:
+        raise ValueError(f"`split` is for DatasetDict folders; {path} holds a single dataset")
+    files = [_join(path, entry["filename"]) for entry in state.get("_data_files", [])]
+    if not files:
+        raise FileNotFoundError(f"{path}/state.json lists no data files")
+    if batch_size is None:
+        return read_rows(files, columns=columns, format="arrow", cache_fragments=cache_fragments,
+                         storage_options=storage_options)
+    return read_batches(files, batch_size=batch_size, drop_last=drop_last, columns=columns,
+                        format="arrow", cache_fragments=cache_fragments,
+                        storage_options=storage_options)
