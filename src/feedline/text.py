@@ -242,6 +242,12 @@ class TextLineReader(DatasetIterator[Any]):
         if self._closed:
             raise ValueError(f"{self.path}: set_state on a closed TextLineReader")
         offset = int(state["offset"])
+        if self._file is not None and self._lines:  # a line still in the buffer: no I/O
+            k = int(np.searchsorted(self._starts, offset))
+            if (k <= len(self._lines) and int(self._starts[k]) == offset
+                    and self._line0 + k == int(state["line"])):
+                self._i = k
+                return
         fresh = self._file is None
         file = self._open()
         if self._compression is None:
