@@ -337,6 +337,35 @@ class Dataset(Generic[T]):
                                 bucket_batch_sizes=bucket_batch_sizes, max_tokens=max_tokens,
                                 drop_remainder=drop_remainder)
 
+    @staticmethod
+    def mix(datasets: Sequence[Dataset], weights: Sequence[float], *, seed: int | None = None,
+            stop_on_empty: bool = True, cycle: bool = False) -> Dataset:
+        """Items drawn from ``datasets`` with probabilities ``weights`` (normalised),
+        deterministic for ``seed``; see :mod:`feedline.dataset.mix`.
+
+        >>> ds = Dataset.mix([Dataset.range(3), Dataset.range(10, 13)], [1, 1], seed=0,
+        ...                  stop_on_empty=False)
+        >>> sorted(ds.to_list())
+        [0, 1, 2, 10, 11, 12]
+        """
+        from feedline.dataset.mix import MixDataset
+
+        return MixDataset(datasets, weights, seed=seed, stop_on_empty=stop_on_empty, cycle=cycle)
+
+    @staticmethod
+    def choose(datasets: Sequence[Dataset], index_dataset: Dataset, *,
+               stop_on_empty: bool = True) -> Dataset:
+        """Item ``k`` from ``datasets[i_k]``, ``i_k`` being item ``k`` of ``index_dataset``
+        (tf.data ``choose_from_datasets``); see :mod:`feedline.dataset.mix`.
+
+        >>> Dataset.choose([Dataset.range(3), Dataset.range(10, 13)],
+        ...                Dataset.from_iterable([1, 0, 1])).to_list()
+        [10, 0, 11]
+        """
+        from feedline.dataset.mix import ChooseDataset
+
+        return ChooseDataset(datasets, index_dataset, stop_on_empty=stop_on_empty)
+
     def apply(self, transformation: Callable[[Dataset[T]], Dataset]) -> Dataset:
         """``transformation(self)``: chain a custom dataset-to-dataset function."""
         return callable_arg("transformation", transformation)(self)
