@@ -270,6 +270,23 @@ class Dataset(Generic[T]):
         return BatchDataset(self, positive_int("batch_size", batch_size), drop_last=drop_last,
                             collate=collate)
 
+    def padded_batch(self, batch_size: int, *, padded_shapes: Any = None,
+                     padding_values: Any = None, drop_remainder: bool = False) -> Dataset:
+        """Batches of ``batch_size`` items whose components are padded to a common shape
+        and stacked (tf.data ``padded_batch``); see :mod:`feedline.dataset.padded_batch`.
+        ``padding_values=None`` pads with 0 (``""`` for strings).
+
+        >>> Dataset.from_iterable([[1], [2, 3]]).padded_batch(2).to_list()[0].tolist()
+        [[1, 0], [2, 3]]
+        """
+        from feedline.dataset.padded_batch import PaddedBatchDataset
+
+        options: dict[str, Any] = {} if padding_values is None else {
+            "padding_values": padding_values}
+        return PaddedBatchDataset(self, positive_int("batch_size", batch_size),
+                                  padded_shapes=padded_shapes,
+                                  drop_remainder=bool(drop_remainder), **options)
+
     def take(self, n: int) -> Dataset[T]:
         """The first ``n`` items (fewer if the dataset is shorter)."""
         from feedline.dataset.take import TakeDataset
@@ -329,13 +346,17 @@ class Dataset(Generic[T]):
 
     def bucket_by_length(self, *, length_fn: Callable[[T], int], bucket_boundaries: Sequence[int],
                          bucket_batch_sizes: Sequence[int] | None = None,
-                         max_tokens: int | None = None, drop_remainder: bool = False) -> Dataset:
-        """Batches of items of similar length; see :mod:`feedline.dataset.bucket`."""
+                         max_tokens: int | None = None, drop_remainder: bool = False,
+                         pad: bool = False, padded_shapes: Any = None,
+                         padding_values: Any = None) -> Dataset:
+        """Batches of items of similar length (padded and stacked with ``pad=True``, as
+        :meth:`padded_batch`); see :mod:`feedline.dataset.bucket`."""
         from feedline.dataset.bucket import bucket_by_length
 
         return bucket_by_length(self, length_fn=length_fn, bucket_boundaries=bucket_boundaries,
                                 bucket_batch_sizes=bucket_batch_sizes, max_tokens=max_tokens,
-                                drop_remainder=drop_remainder)
+                                drop_remainder=drop_remainder, pad=pad,
+                                padded_shapes=padded_shapes, padding_values=padding_values)
 
     @staticmethod
     def mix(datasets: Sequence[Dataset], weights: Sequence[float], *, seed: int | None = None,
