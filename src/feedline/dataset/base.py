@@ -41,6 +41,8 @@ T = TypeVar("T")
 
 STATE_VERSION = 1
 
+_UNSET: Any = object()  # "argument not given" where None is a valid value
+
 
 @dataclass(frozen=True)
 class BuildContext:
@@ -222,15 +224,34 @@ class Dataset(Generic[T]):
         name: str | None = None,
         buffer_size: int | None = None,
         backend: str = "process",
+        on_error: str = "raise",
+        max_skips: int | None = None,
+        replacement: Any = _UNSET,
     ) -> Dataset:
         """Apply ``fn`` to every item, in this thread, ``workers`` processes, or ``workers``
-        threads (``backend="thread"``); see :mod:`feedline.dataset.map`."""
+        threads (``backend="thread"``); see :mod:`feedline.dataset.map`.
+
+        ``on_error="skip"`` drops an element whose ``fn`` raises, ``"replace"`` yields
+        ``replacement`` in its place (rank balance under sharding); both count it in
+        ``it.stats()``, log the first few and raise once more than ``max_skips`` failed.
+        The result is then a stream; see :mod:`feedline.dataset.skip_errors`.
+        """
         from feedline.dataset.map import map_dataset
 
-        return map_dataset(
-            self, fn, workers=workers, ordered=ordered, seed=seed, name=name,
-            buffer_size=buffer_size, backend=backend,
-        )
+        def build(f: Callable) -> Dataset:
+            return map_dataset(
+                self, f, workers=workers, ordered=ordered, seed=seed, name=name,
+                buffer_size=buffer_size, backend=backend,
+            )
+
+        if on_error == "raise" and max_skips is None and replacement is _UNSET:
+            return build(fn)
+        from feedline.dataset.skip_errors import tolerant_map
+
+        callable_arg("fn", fn)
+        label = name or f"map({getattr(fn, '__name__', type(fn).__name__)})"
+        return tolerant_map(self, fn, build, on_error=on_error, max_skips=max_skips,
+                            replacement=replacement, name=label)
 
     def filter(self, predicate: Callable[[T], bool]) -> Dataset[T]:
         """Keep the items for which ``predicate(item)`` is true."""
