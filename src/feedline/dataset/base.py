@@ -27,6 +27,7 @@ Semantics shared by every stage:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
@@ -307,6 +308,38 @@ class Dataset(Generic[T]):
         return PaddedBatchDataset(self, positive_int("batch_size", batch_size),
                                   padded_shapes=padded_shapes,
                                   drop_remainder=bool(drop_remainder), **options)
+
+    def cache(self, path: str | os.PathLike | None = None, *, shard_size: int = 1024) -> Dataset:
+        """Without ``path``: read the parent once, keep its items in memory and replay
+        them. With ``path`` (a directory): write the items to record files there on the
+        first pass and read them on later passes, in any process, rebuilding a cache that
+        is half-written or made by a different pipeline; see :mod:`feedline.dataset.cache`.
+
+        >>> ds = Dataset.range(3).map(lambda x: -x).cache()
+        >>> ds.to_list(), ds.to_list()
+        ([0, -1, -2], [0, -1, -2])
+        """
+        if path is None:
+            from feedline.reader import CacheDataset
+
+            return CacheDataset(self)
+        from feedline.dataset.cache import FileCacheDataset
+
+        return FileCacheDataset(self, path, shard_size=shard_size)
+
+    def snapshot(self, path: str | os.PathLike, *, shard_size: int = 1024) -> Dataset:
+        """Like :meth:`cache` with a path (tf.data ``snapshot``), but the snapshots of other
+        pipelines in ``path`` are kept, one directory per pipeline fingerprint.
+
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> a, b = Dataset.range(3).snapshot(d), Dataset.range(4).snapshot(d)
+        >>> a.to_list(), b.to_list(), a.is_cached() and b.is_cached()
+        ([0, 1, 2], [0, 1, 2, 3], True)
+        """
+        from feedline.dataset.cache import FileCacheDataset
+
+        return FileCacheDataset(self, path, shard_size=shard_size, keep_others=True)
 
     def take(self, n: int) -> Dataset[T]:
         """The first ``n`` items (fewer if the dataset is shorter)."""
