@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -302,8 +303,15 @@ def test_skip_unclosed_quote_keeps_the_lines_after_it(tmp_path):
         if batch_size:
             got = [r for cols in got for r in zip(cols[0].tolist(), cols[1].tolist())]
         assert got == [(1, b"a"), (3, b"c"), (5, b"e")] and reader.skipped == 2
-    with pytest.warns(RuntimeWarning, match=r"open.csv: line 4 at byte 13: a quoted field is not"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         assert len(list(fcsv.read_csv(path, [0, ""], on_error="warn"))) == 3
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 2 and messages[0].endswith(
+        "open.csv: line 2 at byte 4: field 1: a closing quote must be followed by the "
+        "delimiter or the end of the record")
+    assert messages[1].endswith(
+        "open.csv: line 4 at byte 13: a quoted field is not closed before the end of the file")
     # a real multi-line quoted field is still one record
     path.write_text('1,"two\nlines"\n2,"open\n3,c\n')
     assert list(fcsv.read_csv(path, [0, ""], on_error="skip")) == [(1, b"two\nlines"), (3, b"c")]
@@ -365,3 +373,20 @@ def test_skip_resume_at_every_step_with_stray_quotes(tmp_path):
         fresh.set_state(state)
         assert list(fresh) == full[k:], k
         assert fresh.skipped == 4
+
+
+def test_csv_keys_and_skip_header_lines(tmp_path):
+    path = tmp_path / "k.csv"
+    path.write_text('# exported\nid,name\n1,"two\nlines"\nzz,b\n3,c\n')
+    reader = fcsv.read_csv(path, [0, ""], skip_header_lines=1, header=True, with_key=True,
+                           on_error="skip")
+    assert list(reader) == [(f"{path}:3", (1, b"two\nlines")), (f"{path}:6", (3, b"c"))]
+    assert reader.column_names == ["id", "name"] and reader.skipped == 1
+    batches = list(fcsv.read_csv(path, [0, ""], skip_header_lines=2, batch_size=5,
+                                 with_key=True, on_error="skip"))
+    assert [keys for keys, _ in batches] == [[f"{path}:3", f"{path}:6"]]
+    assert batches[0][1][0].tolist() == [1, 3]
+    with pytest.raises(ValueError, match="`skip_header_lines` must be a non-negative int"):
+        fcsv.read_csv(path, [0, ""], skip_header_lines=-2)
+    with pytest.raises(TypeError, match="`with_key` must be a bool, got 1"):
+        fcsv.read_csv(path, [0, ""], with_key=1)

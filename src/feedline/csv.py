@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from feedline._on_error import check_on_error, report
-from feedline._validate import optional_positive_int
+from feedline._validate import non_negative_int, optional_positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import DataError, DecodeError, MissingFeatureError
 from feedline.text import TextLineReader
@@ -393,8 +393,13 @@ class CSVReader(DatasetIterator[Any]):
         compression: str | None = "auto",
         on_error: str = "raise",
         storage_options: dict | None = None,
+        skip_header_lines: int = 0,
+        with_key: bool = False,
     ) -> None:
         self.path = os.fspath(path)
+        if not isinstance(with_key, bool):
+            raise TypeError(f"`with_key` must be a bool, got {with_key!r}")
+        self.with_key = with_key
         self._cols = _columns(record_defaults)
         self._delim, self._na, self._select = _options(
             field_delim, na_value, select_cols, len(self._cols)
@@ -409,6 +414,7 @@ class CSVReader(DatasetIterator[Any]):
         self._lines = TextLineReader(
             self.path, compression=compression, storage_options=storage_options
         )
+        self.skip_header_lines = non_negative_int("skip_header_lines", skip_header_lines)
         self._rows: list[tuple] = []
         self._row_states: list[tuple[int, int]] = []
         self._j = 0
@@ -482,6 +488,9 @@ class CSVReader(DatasetIterator[Any]):
         self._lines.set_state({"type": "text", "offset": position[0], "line": position[1]})
 
     def _read_header(self) -> None:
+        while self._lines.line_number < self.skip_header_lines:
+            if next(self._lines, None) is None:
+                break
         if self._header and self.column_names is None:
             rec = self._record()
             if rec is not None:
@@ -507,7 +516,8 @@ class CSVReader(DatasetIterator[Any]):
 
     def _chunk(self, n: int) -> tuple[list[np.ndarray], list[tuple[int, int, int]]] | None:
         """Decode up to ``n`` records; returns the columns and, for each record kept,
-        ``(offset, line, skipped)``: the state just after it.
+        ``(offset, line, skipped, first line)``: the state just after it and the 1-based
+        line where it starts.
 
         Under ``on_error="raise"`` the good records before a bad one are returned first
         (the line reader is moved back to the bad record, which raises on the next
@@ -531,7 +541,7 @@ class CSVReader(DatasetIterator[Any]):
                 break
             recs.append(rec[0])
             where.append((rec[1], rec[2]))
-            after.append((self._lines.tell(), self._lines.line_number, self._skipped))
+            after.append((self._lines.tell(), self._lines.line_number, self._skipped, rec[1]))
         if not recs:
             return None
         try:
@@ -549,8 +559,8 @@ class CSVReader(DatasetIterator[Any]):
                 bad += 1
                 continue
             keep.append(k)
-            offset, line, skips = after[k]
-            after[k] = (offset, line, skips + bad)
+            offset, line, skips, start = after[k]
+            after[k] = (offset, line, skips + bad, start)
         while True:
             if not keep:
                 return [np.empty(0, dtype=_NUMPY[c.dtype]) for c in self._cols], []
@@ -566,8 +576,8 @@ class CSVReader(DatasetIterator[Any]):
                 self._skipped += 1
                 del keep[i]
                 for j in keep[i:]:
-                    offset, line, skips = after[j]
-                    after[j] = (offset, line, skips + 1)
+                    offset, line, skips, start = after[j]
+                    after[j] = (offset, line, skips + 1, start)
 
     def _find_bad(self, recs: list[bytes], where: list[tuple[int, int]]) -> dict:
         """The first error of each record of ``recs`` that does not decode, by index,
@@ -630,6 +640,8 @@ class CSVReader(DatasetIterator[Any]):
                     raise StopIteration
                 columns, after = got
                 if after:
+                    if self.with_key:
+                        return [f"{self.path}:{a[3]}" for a in after], columns
                     return columns
         while self._j >= len(self._rows):
             got = self._chunk(256)
@@ -641,11 +653,13 @@ class CSVReader(DatasetIterator[Any]):
             self._j = 0
         row = self._rows[self._j]
         self._j += 1
+        if self.with_key:
+            return f"{self.path}:{self._row_states[self._j - 1][3]}", row
         return row
 
     def get_state(self) -> dict[str, Any]:
         if 0 < self._j < len(self._rows):
-            offset, line, skipped = self._row_states[self._j - 1]
+            offset, line, skipped = self._row_states[self._j - 1][:3]
         else:
             offset, line, skipped = self._lines.tell(), self._lines.line_number, self._skipped
         return {
@@ -683,6 +697,8 @@ def read_csv(
     compression: str | None = "auto",
     on_error: str = "raise",
     storage_options: dict | None = None,
+    skip_header_lines: int = 0,
+    with_key: bool = False,
 ) -> CSVReader:
     """Read the CSV file ``path`` with :func:`decode_csv`'s typing rules.
 
@@ -695,11 +711,26 @@ def read_csv(
     ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``)
     read with ``storage_options``; the file is opened on the first read.
 
+    ``skip_header_lines`` leaves out that many lines at the start of the file (before
+    ``header``'s record). ``with_key=True`` yields ``(key, row)`` with ``key =
+    "<path>:<line>"``, the line where the record starts (with ``batch_size``: ``(keys,
+    columns)``), as TensorFlow's readers return ``(key, value)``.
+
+    On damage: under ``on_error="raise"`` the good records before a bad one are yielded
+    first and the error is raised when the bad one is reached (the state then points at
+    it). Under ``"skip"``/``"warn"`` a bad record costs only itself: a quote left open
+    (to the end of the file, or closed by a later line into a record that does not split
+    into the expected fields) costs only its own line, and reading goes on at the next
+    one.
+
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
     >>> _ = open(path, "w").write('id,name\\n1,"multi\\nline"\\n2,\\n')
     >>> list(read_csv(path, [0, "?"], header=True))
     [(1, b'multi\\nline'), (2, b'?')]
+    >>> [(k.rsplit(":", 1)[1], row) for k, row in read_csv(path, [0, "?"], skip_header_lines=1,
+    ...                                                     with_key=True)]
+    [('2', (1, b'multi\\nline')), ('4', (2, b'?'))]
     """
     return CSVReader(
         path,
@@ -713,4 +744,6 @@ def read_csv(
         compression=compression,
         on_error=on_error,
         storage_options=storage_options,
+        skip_header_lines=skip_header_lines,
+        with_key=with_key,
     )
