@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -284,3 +285,108 @@ def test_hypothesis_random_records_raise_feedline_errors(records):
         except FeedlineError:
             continue
         assert all(len(c) == len(records) for c in cols)
+
+
+# --------------------------------------------------------------------------- damaged files
+
+
+def test_skip_unclosed_quote_keeps_the_lines_after_it(tmp_path):
+    path = tmp_path / "open.csv"
+    path.write_text('1,a\n2,"open\n3,c\n4,d\n')
+    reader = fcsv.read_csv(path, [0, ""], on_error="skip")
+    assert list(reader) == [(1, b"a"), (3, b"c"), (4, b"d")] and reader.skipped == 1
+    # a stray quote closed by another bad line: both bad lines go, the good one between stays
+    path.write_text('1,a\n2,"x\n3,c\n4,y"z\n5,e\n')
+    for batch_size in (None, 2):
+        reader = fcsv.read_csv(path, [0, ""], on_error="skip", batch_size=batch_size)
+        got = list(reader)
+        if batch_size:
+            got = [r for cols in got for r in zip(cols[0].tolist(), cols[1].tolist())]
+        assert got == [(1, b"a"), (3, b"c"), (5, b"e")] and reader.skipped == 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert len(list(fcsv.read_csv(path, [0, ""], on_error="warn"))) == 3
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 2 and messages[0].endswith(
+        "open.csv: line 2 at byte 4: field 1: a closing quote must be followed by the "
+        "delimiter or the end of the record")
+    assert messages[1].endswith(
+        "open.csv: line 4 at byte 13: a quoted field is not closed before the end of the file")
+    # a real multi-line quoted field is still one record
+    path.write_text('1,"two\nlines"\n2,"open\n3,c\n')
+    assert list(fcsv.read_csv(path, [0, ""], on_error="skip")) == [(1, b"two\nlines"), (3, b"c")]
+
+
+@pytest.mark.parametrize("batch_size", [None, 3])
+def test_raise_mode_yields_the_good_rows_before_the_bad_one(tmp_path, batch_size):
+    path = tmp_path / "bad.csv"
+    path.write_text("1,a\n2,b\n3,c\n4,d\nzz,e\n6,f\n")
+    reader = fcsv.read_csv(path, [0, ""], batch_size=batch_size)
+    got = []
+    with pytest.raises(DecodeError, match=r"bad.csv: line 5 at byte 16: field 0 is not a valid"):
+        for item in reader:
+            got.extend(item[0].tolist() if batch_size else [item[0]])
+    assert got == [1, 2, 3, 4]
+    state = reader.get_state()  # points at the bad record: resuming raises it again
+    fresh = fcsv.read_csv(path, [0, ""], batch_size=batch_size)
+    fresh.set_state(state)
+    with pytest.raises(DecodeError, match="line 5"):
+        next(fresh)
+    path.write_text('1,a\n2,b\n3,"never closed\n4,d\n')
+    reader = fcsv.read_csv(path, [0, ""])
+    assert [next(reader), next(reader)] == [(1, b"a"), (2, b"b")]
+    with pytest.raises(DecodeError, match="line 3 at byte 8: a quoted field is not closed"):
+        next(reader)
+
+
+def test_skip_half_bad_lines_keeps_every_good_row(tmp_path):
+    bad = ['x"y', '"open', "1,2,3", "zz,q", '"a"b,c', "7"]
+    lines, good = [], []
+    for i in range(3000):
+        if i % 2:
+            lines.append(bad[i % len(bad)])
+        else:
+            lines.append(f"{i},v{i}")
+            good.append((i, f"v{i}".encode()))
+    path = tmp_path / "half.csv"
+    path.write_text("\n".join(lines) + "\n")
+    reader = fcsv.read_csv(path, [0, ""], on_error="skip")
+    assert list(reader) == good and reader.skipped == 1500
+
+
+def test_skip_resume_at_every_step_with_stray_quotes(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text('0,a\n1,"x\n2,b\n3,y"z\n4,c\nq,d\n5,"ok\nstill"\n6,"open\n7,e\n')
+
+    def make():
+        return fcsv.read_csv(path, [0, ""], on_error="skip")
+
+    full = list(make())
+    assert [r[0] for r in full] == [0, 2, 4, 5, 7]
+    it = make()
+    states = [json.loads(json.dumps(it.get_state()))]
+    for _ in full:
+        next(it)
+        states.append(json.loads(json.dumps(it.get_state())))
+    for k, state in enumerate(states):
+        fresh = make()
+        fresh.set_state(state)
+        assert list(fresh) == full[k:], k
+        assert fresh.skipped == 4
+
+
+def test_csv_keys_and_skip_header_lines(tmp_path):
+    path = tmp_path / "k.csv"
+    path.write_text('# exported\nid,name\n1,"two\nlines"\nzz,b\n3,c\n')
+    reader = fcsv.read_csv(path, [0, ""], skip_header_lines=1, header=True, with_key=True,
+                           on_error="skip")
+    assert list(reader) == [(f"{path}:3", (1, b"two\nlines")), (f"{path}:6", (3, b"c"))]
+    assert reader.column_names == ["id", "name"] and reader.skipped == 1
+    batches = list(fcsv.read_csv(path, [0, ""], skip_header_lines=2, batch_size=5,
+                                 with_key=True, on_error="skip"))
+    assert [keys for keys, _ in batches] == [[f"{path}:3", f"{path}:6"]]
+    assert batches[0][1][0].tolist() == [1, 3]
+    with pytest.raises(ValueError, match="`skip_header_lines` must be a non-negative int"):
+        fcsv.read_csv(path, [0, ""], skip_header_lines=-2)
+    with pytest.raises(TypeError, match="`with_key` must be a bool, got 1"):
+        fcsv.read_csv(path, [0, ""], with_key=1)

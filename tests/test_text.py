@@ -168,3 +168,32 @@ def test_hypothesis_random_bytes(tmp_path_factory, data):
         if expected[-1] == b"":
             expected.pop()
         assert lines == [ln[:-1] if ln.endswith(b"\r") else ln for ln in expected]
+
+
+# --------------------------------------------------------------------------- TF reader details
+
+
+def test_skip_header_lines_and_keys(tmp_path):
+    from feedline.text import read_lines
+
+    path = tmp_path / "k.txt"
+    path.write_bytes(b"h1\nh2\na\nb\nc\n")
+    assert list(read_lines(path, skip_header_lines=2)) == [b"a", b"b", b"c"]
+    assert list(read_lines(path, skip_header_lines=9)) == []
+    keyed = list(read_lines(path, skip_header_lines=2, with_key=True, encoding="utf-8"))
+    assert keyed == [(f"{path}:3", "a"), (f"{path}:4", "b"), (f"{path}:5", "c")]
+    it = read_lines(path, skip_header_lines=1, with_key=True)
+    assert it.next_batch(2) == [(f"{path}:2", b"h2"), (f"{path}:3", b"a")]
+    # every state resumes exactly, also the one taken before the header was skipped
+    full = list(read_lines(path, skip_header_lines=2, with_key=True))
+    probe = read_lines(path, skip_header_lines=2, with_key=True)
+    states = [probe.get_state()]
+    for _ in full:
+        next(probe)
+        states.append(probe.get_state())
+    for k, state in enumerate(states):
+        fresh = read_lines(path, skip_header_lines=2, with_key=True)
+        fresh.set_state(state)
+        assert list(fresh) == full[k:], k
+    with pytest.raises(ValueError, match="`skip_header_lines` must be a non-negative int, got -1"):
+        read_lines(path, skip_header_lines=-1)

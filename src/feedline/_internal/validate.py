@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "UNSET",
     "positive_int",
     "non_negative_int",
     "optional_positive_int",
@@ -27,6 +28,10 @@ __all__ = [
     "positive_int_arg",
     "non_negative_int_arg",
 ]
+
+
+#: "argument not given", where ``None`` is a valid value
+UNSET: Any = object()
 
 
 def _is_int(value: Any) -> bool:

@@ -27,11 +27,13 @@ Semantics shared by every stage:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from feedline._internal.validate import (
+    UNSET,
     callable_arg,
     non_negative_int,
     optional_positive_int,
@@ -45,6 +47,7 @@ __all__ = ["Dataset", "RandomAccessDataset", "BuildContext", "PipelineIterator"]
 T = TypeVar("T")
 
 STATE_VERSION = 1
+
 
 
 @dataclass(frozen=True)
@@ -290,6 +293,9 @@ class Dataset(Generic[T]):
         name: str | None = None,
         buffer_size: int | None = None,
         backend: str = "process",
+        on_error: str = "raise",
+        max_skips: int | None = None,
+        replacement: Any = UNSET,
     ) -> Dataset:
         """Apply ``fn`` to every item: in this thread (``workers=0``), in ``workers`` worker
         processes, or in ``workers`` threads (``backend="thread"``, for functions that
@@ -300,17 +306,34 @@ class Dataset(Generic[T]):
         reproducible; ``workers="auto"`` picks the count by measuring. An exception raised
         by ``fn`` is re-raised here with the worker's traceback; the state resumes exactly.
 
+        ``on_error="skip"`` drops an element whose ``fn`` raises, ``"replace"`` yields
+        ``replacement`` in its place (rank balance under sharding); both count it in
+        ``it.stats()``, log the first few and raise once more than ``max_skips`` failed.
+        The result is then a stream; see :mod:`feedline.dataset.skip_errors`.
+
         >>> Dataset.range(4).map(lambda x: x * x).to_list()
         [0, 1, 4, 9]
         >>> Dataset.range(4).map(abs, workers=2, backend="thread").to_list()
         [0, 1, 2, 3]
+        >>> Dataset.range(4).map(lambda x: 10 // (2 - x), on_error="skip").to_list()
+        [5, 10, -10]
         """
         from feedline.dataset.map import map_dataset
 
-        return map_dataset(
-            self, fn, workers=workers, ordered=ordered, seed=seed, name=name,
-            buffer_size=buffer_size, backend=backend,
-        )
+        def build(f: Callable) -> Dataset:
+            return map_dataset(
+                self, f, workers=workers, ordered=ordered, seed=seed, name=name,
+                buffer_size=buffer_size, backend=backend,
+            )
+
+        if on_error == "raise" and max_skips is None and replacement is UNSET:
+            return build(fn)
+        from feedline.dataset.skip_errors import tolerant_map
+
+        callable_arg("fn", fn)
+        label = name or f"map({getattr(fn, '__name__', type(fn).__name__)})"
+        return tolerant_map(self, fn, build, on_error=on_error, max_skips=max_skips,
+                            replacement=replacement, name=label)
 
     def filter(self, predicate: Callable[[T], bool]) -> Dataset[T]:
         """Keep the items for which ``predicate(item)`` is true, in order.
@@ -383,6 +406,55 @@ class Dataset(Generic[T]):
 
         return BatchDataset(self, positive_int("batch_size", batch_size),
                             drop_remainder=drop_remainder, collate=collate)
+
+    def padded_batch(self, batch_size: int, *, padded_shapes: Any = None,
+                     padding_values: Any = None, drop_remainder: bool = False) -> Dataset:
+        """Batches of ``batch_size`` items whose components are padded to a common shape
+        and stacked (tf.data ``padded_batch``); see :mod:`feedline.dataset.padded_batch`.
+        ``padding_values=None`` pads with 0 (``""`` for strings).
+
+        >>> Dataset.from_iterable([[1], [2, 3]]).padded_batch(2).to_list()[0].tolist()
+        [[1, 0], [2, 3]]
+        """
+        from feedline.dataset.padded_batch import PaddedBatchDataset
+
+        options: dict[str, Any] = {} if padding_values is None else {
+            "padding_values": padding_values}
+        return PaddedBatchDataset(self, positive_int("batch_size", batch_size),
+                                  padded_shapes=padded_shapes,
+                                  drop_remainder=bool(drop_remainder), **options)
+
+    def cache(self, path: str | os.PathLike | None = None, *, shard_size: int = 1024) -> Dataset:
+        """Without ``path``: read the parent once, keep its items in memory and replay
+        them. With ``path`` (a directory): write the items to record files there on the
+        first pass and read them on later passes, in any process, rebuilding a cache that
+        is half-written or made by a different pipeline; see :mod:`feedline.dataset.cache`.
+
+        >>> ds = Dataset.range(3).map(lambda x: -x).cache()
+        >>> ds.to_list(), ds.to_list()
+        ([0, -1, -2], [0, -1, -2])
+        """
+        if path is None:
+            from feedline.reader import CacheDataset
+
+            return CacheDataset(self)
+        from feedline.dataset.cache import FileCacheDataset
+
+        return FileCacheDataset(self, path, shard_size=shard_size)
+
+    def snapshot(self, path: str | os.PathLike, *, shard_size: int = 1024) -> Dataset:
+        """Like :meth:`cache` with a path (tf.data ``snapshot``), but the snapshots of other
+        pipelines in ``path`` are kept, one directory per pipeline fingerprint.
+
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> a, b = Dataset.range(3).snapshot(d), Dataset.range(4).snapshot(d)
+        >>> a.to_list(), b.to_list(), a.is_cached() and b.is_cached()
+        ([0, 1, 2], [0, 1, 2, 3], True)
+        """
+        from feedline.dataset.cache import FileCacheDataset
+
+        return FileCacheDataset(self, path, shard_size=shard_size, keep_others=True)
 
     def take(self, n: int) -> Dataset[T]:
         """The first ``n`` items (fewer if the dataset is shorter); PaddlePaddle's ``firstn``.
@@ -488,12 +560,15 @@ class Dataset(Generic[T]):
 
     def bucket_by_length(self, *, length_fn: Callable[[T], int], bucket_boundaries: Sequence[int],
                          bucket_batch_sizes: Sequence[int] | None = None,
-                         max_tokens: int | None = None, drop_remainder: bool = False) -> Dataset:
+                         max_tokens: int | None = None, drop_remainder: bool = False,
+                         pad: bool = False, padded_shapes: Any = None,
+                         padding_values: Any = None) -> Dataset:
         """Batches of items of similar length (tf.data's ``bucket_by_sequence_length``):
         an item goes to the bucket whose ``bucket_boundaries`` interval holds
         ``length_fn(item)``; a bucket yields a batch when it holds its
         ``bucket_batch_sizes`` entry (or, with ``max_tokens``, when one more item would
-        exceed that many padded tokens). See :mod:`feedline.dataset.bucket`.
+        exceed that many padded tokens). ``pad=True`` pads and stacks each batch as
+        :meth:`padded_batch` does. See :mod:`feedline.dataset.bucket`.
 
         >>> ds = Dataset.from_iterable(["a", "bbbb", "cc", "dddd"])
         >>> ds.bucket_by_length(length_fn=len, bucket_boundaries=[3],
@@ -504,7 +579,37 @@ class Dataset(Generic[T]):
 
         return bucket_by_length(self, length_fn=length_fn, bucket_boundaries=bucket_boundaries,
                                 bucket_batch_sizes=bucket_batch_sizes, max_tokens=max_tokens,
-                                drop_remainder=drop_remainder)
+                                drop_remainder=drop_remainder, pad=pad,
+                                padded_shapes=padded_shapes, padding_values=padding_values)
+
+    @staticmethod
+    def mix(datasets: Sequence[Dataset], weights: Sequence[float], *, seed: int | None = None,
+            stop_on_empty: bool = True, cycle: bool = False) -> Dataset:
+        """Items drawn from ``datasets`` with probabilities ``weights`` (normalised),
+        deterministic for ``seed``; see :mod:`feedline.dataset.mix`.
+
+        >>> ds = Dataset.mix([Dataset.range(3), Dataset.range(10, 13)], [1, 1], seed=0,
+        ...                  stop_on_empty=False)
+        >>> sorted(ds.to_list())
+        [0, 1, 2, 10, 11, 12]
+        """
+        from feedline.dataset.mix import MixDataset
+
+        return MixDataset(datasets, weights, seed=seed, stop_on_empty=stop_on_empty, cycle=cycle)
+
+    @staticmethod
+    def choose(datasets: Sequence[Dataset], index_dataset: Dataset, *,
+               stop_on_empty: bool = True) -> Dataset:
+        """Item ``k`` from ``datasets[i_k]``, ``i_k`` being item ``k`` of ``index_dataset``
+        (tf.data ``choose_from_datasets``); see :mod:`feedline.dataset.mix`.
+
+        >>> Dataset.choose([Dataset.range(3), Dataset.range(10, 13)],
+        ...                Dataset.from_iterable([1, 0, 1])).to_list()
+        [10, 0, 11]
+        """
+        from feedline.dataset.mix import ChooseDataset
+
+        return ChooseDataset(datasets, index_dataset, stop_on_empty=stop_on_empty)
 
     def apply(self, transformation: Callable[[Dataset[T]], Dataset]) -> Dataset:
         """``transformation(self)``: chain a custom dataset-to-dataset function.

@@ -363,14 +363,29 @@ def bucket_by_length(
     bucket_batch_sizes: Sequence[int] | int | None = None,
     max_tokens: int | None = None,
     drop_remainder: bool = False,
+    pad: bool = False,
+    padded_shapes: Any = None,
+    padding_values: Any = None,
 ) -> Dataset:
     """Group the items of ``dataset`` into batches of similar length (module docstring).
+
+    With ``pad=True`` each batch is padded and stacked as
+    :meth:`~feedline.dataset.base.Dataset.padded_batch` does (with ``padded_shapes`` and
+    ``padding_values``; tf.data's ``bucket_by_sequence_length``) instead of being a list.
 
     >>> from feedline import Dataset
     >>> ds = Dataset.from_iterable([[1], [1, 2, 3], [4], [5, 6, 7]])
     >>> bucket_by_length(ds, length_fn=len, bucket_boundaries=[2],
     ...                  bucket_batch_sizes=[2, 2]).to_list()
     [[[1], [4]], [[1, 2, 3], [5, 6, 7]]]
+    >>> [b.tolist() for b in bucket_by_length(ds, length_fn=len, bucket_boundaries=[2],
+    ...                                       bucket_batch_sizes=2, pad=True,
+    ...                                       padded_shapes=(None,), padding_values=-1)]
+    [[[1], [4]], [[1, 2, 3], [5, 6, 7]]]
+    >>> ds = Dataset.from_iterable([[1], [1, 2], [4, 5, 6]])
+    >>> [b.tolist() for b in bucket_by_length(ds, length_fn=len, bucket_boundaries=[3],
+    ...                                       bucket_batch_sizes=2, pad=True)]
+    [[[1, 0], [1, 2]], [[4, 5, 6]]]
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"`dataset` must be a feedline Dataset, got {type(dataset).__name__}")
@@ -381,4 +396,14 @@ def bucket_by_length(
         max_tokens=max_tokens,
         drop_remainder=drop_remainder,
     )
-    return BucketDataset(dataset, config)
+    if not isinstance(pad, bool):
+        raise TypeError(f"`pad` must be a bool, got {pad!r}")
+    if not pad:
+        if padded_shapes is not None or padding_values is not None:
+            raise ValueError("`padded_shapes` and `padding_values` need pad=True")
+        return BucketDataset(dataset, config)
+    from feedline.dataset.padded_batch import PadBatch
+
+    options: dict[str, Any] = {} if padding_values is None else {"padding_values": padding_values}
+    collate = PadBatch(padded_shapes=padded_shapes, **options)
+    return BucketDataset(dataset, config).map(collate, name="pad")

@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
-from feedline._internal.validate import optional_positive_int
+from feedline._internal.validate import non_negative_int, optional_positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import DataError, DecodeError, MissingFeatureError
 from feedline.formats.text import TextLineReader
@@ -393,8 +393,13 @@ class CSVReader(DatasetIterator[Any]):
         compression: str | None = "auto",
         on_error: str = "raise",
         storage_options: dict | None = None,
+        skip_header_lines: int = 0,
+        with_key: bool = False,
     ) -> None:
         self.path = os.fspath(path)
+        if not isinstance(with_key, bool):
+            raise TypeError(f"`with_key` must be a bool, got {with_key!r}")
+        self.with_key = with_key
         self._cols = _columns(record_defaults)
         self._delim, self._na, self._select = _options(
             field_delim, na_value, select_cols, len(self._cols)
@@ -409,6 +414,7 @@ class CSVReader(DatasetIterator[Any]):
         self._lines = TextLineReader(
             self.path, compression=compression, storage_options=storage_options
         )
+        self.skip_header_lines = non_negative_int("skip_header_lines", skip_header_lines)
         self._rows: list[tuple] = []
         self._row_states: list[tuple[int, int]] = []
         self._j = 0
@@ -419,11 +425,72 @@ class CSVReader(DatasetIterator[Any]):
         """Records skipped because they did not decode (``skip``/``warn``)."""
         return self._skipped
 
-    def _record(self) -> tuple[bytes, int, int] | None:
-        """Next record (joining lines inside quotes) with its 1-based line and offset."""
-        return next(_join_quoted(self._lines, self._quote, self.path), None)
+    def _record(self) -> tuple[bytes, int, int, tuple[int, int] | None] | None:
+        """Next record with its 1-based line, its byte offset and, for a record joined
+        from several lines (a quoted field holding newlines), the position just after
+        its first line (``None`` for a one-line record).
+
+        A quote left open at the end of the file raises under ``on_error="raise"``.
+        Otherwise a stray quote (one left open at the end of the file, or one whose
+        joined record does not split into the expected fields) costs only its own line:
+        that line is counted as skipped and reading goes on at the next line, so the
+        good lines after it are kept.
+        """
+        lines = self._lines
+        while True:
+            offset = lines.tell()
+            number = lines.line_number + 1
+            line = next(lines, None)
+            if line is None:
+                return None
+            if not (self._quote and line.count(b'"') % 2):
+                return line, number, offset, None
+            resume = (lines.tell(), lines.line_number)
+            parts = [line]
+            quotes = line.count(b'"')
+            while quotes % 2:
+                more = next(lines, None)
+                if more is None:
+                    break
+                parts.append(more)
+                quotes += more.count(b'"')
+            if not quotes % 2:
+                record = b"\n".join(parts)
+                if self.on_error == "raise":
+                    return record, number, offset, resume
+                problem = self._syntax_problem(record)
+                if problem is None:
+                    return record, number, offset, resume
+                err = DecodeError(problem, path=self.path, line=number, offset=offset)
+            else:
+                err = DecodeError(
+                    "a quoted field is not closed before the end of the file",
+                    path=self.path, line=number, offset=offset,
+                )
+            report(err, self.on_error, stacklevel=4)
+            self._skipped += 1
+            self._rewind(resume)
+
+    def _syntax_problem(self, record: bytes) -> str | None:
+        """Why a record joined from several lines cannot be split into the expected
+        number of fields (``None`` if it can)."""
+        try:
+            fields = _split_quoted(record, self._delim)
+        except _Syntax as exc:
+            return str(exc)
+        want = len(self._cols) if self._select is None else self._select[-1] + 1
+        if len(fields) != want if self._select is None else len(fields) < want:
+            return f"expected {want} fields, found {len(fields)}"
+        return None
+
+    def _rewind(self, position: tuple[int, int]) -> None:
+        """Move the line reader back to ``(offset, lines read)``."""
+        self._lines.set_state({"type": "text", "offset": position[0], "line": position[1]})
 
     def _read_header(self) -> None:
+        while self._lines.line_number < self.skip_header_lines:
+            if next(self._lines, None) is None:
+                break
         if self._header and self.column_names is None:
             rec = self._record()
             if rec is not None:
@@ -441,42 +508,129 @@ class CSVReader(DatasetIterator[Any]):
             else:
                 self.column_names = []
 
+    def _decode_records(self, recs: list[bytes], where: list[tuple[int, int]]):
+        def locate(k: int) -> dict:
+            return {"path": self.path, "line": where[k][0], "offset": where[k][1]}
+
+        return _decode(recs, self._cols, self._delim, self._quote, self._na, self._select, locate)
+
     def _chunk(self, n: int) -> tuple[list[np.ndarray], list[tuple[int, int, int]]] | None:
         """Decode up to ``n`` records; returns the columns and, for each record kept,
-        ``(offset, line, skipped)``: the state just after it."""
+        ``(offset, line, skipped, first line)``: the state just after it and the 1-based
+        line where it starts.
+
+        Under ``on_error="raise"`` the good records before a bad one are returned first
+        (the line reader is moved back to the bad record, which raises on the next
+        call). Otherwise each record of a chunk that fails is decoded alone, so a file
+        with many bad lines costs about two decodes per line.
+        """
         self._read_header()
         recs: list[bytes] = []
         where: list[tuple[int, int]] = []
         after: list[tuple[int, int, int]] = []  # offset, line, number of skips before
         while len(recs) < n:
-            rec = self._record()
+            position = (self._lines.tell(), self._lines.line_number)
+            try:
+                rec = self._record()
+            except DataError:
+                self._rewind(position)  # the state points at the bad record
+                if not recs:
+                    raise
+                break  # yield the good records first; raise on the next call
             if rec is None:
                 break
             recs.append(rec[0])
             where.append((rec[1], rec[2]))
-            after.append((self._lines.tell(), self._lines.line_number, self._skipped))
+            after.append((self._lines.tell(), self._lines.line_number, self._skipped, rec[1]))
         if not recs:
             return None
+        try:
+            return self._decode_records(recs, where), after
+        except DataError as exc:
+            if self.on_error == "raise":
+                return self._chunk_prefix(recs, where, after, exc)
+        problems = self._find_bad(recs, where)
+        keep: list[int] = []
+        bad = 0
+        for k in range(len(recs)):
+            if k in problems:
+                report(problems[k], self.on_error, stacklevel=4)
+                self._skipped += 1
+                bad += 1
+                continue
+            keep.append(k)
+            offset, line, skips, start = after[k]
+            after[k] = (offset, line, skips + bad, start)
         while True:
-
-            def locate(k: int) -> dict:
-                return {"path": self.path, "line": where[k][0], "offset": where[k][1]}
-
+            if not keep:
+                return [np.empty(0, dtype=_NUMPY[c.dtype]) for c in self._cols], []
             try:
                 return (
-                    _decode(
-                        recs, self._cols, self._delim, self._quote, self._na, self._select, locate
-                    ),
-                    after,
+                    self._decode_records([recs[k] for k in keep], [where[k] for k in keep]),
+                    [after[k] for k in keep],
                 )
-            except DataError as exc:
+            except DataError as exc:  # a field the checks above let through
                 report(exc, self.on_error, stacklevel=4)
-                k = next(i for i, w in enumerate(where) if w[0] == exc.line)
+                k = next(k for k in keep if where[k][0] == exc.line)
+                i = keep.index(k)
                 self._skipped += 1
-                del recs[k], where[k], after[k]
-                after[k:] = [(o, line, skips + 1) for o, line, skips in after[k:]]
-                if not recs:
-                    return [np.empty(0, dtype=_NUMPY[c.dtype]) for c in self._cols], []
+                del keep[i]
+                for j in keep[i:]:
+                    offset, line, skips, start = after[j]
+                    after[j] = (offset, line, skips + 1, start)
+
+    def _find_bad(self, recs: list[bytes], where: list[tuple[int, int]]) -> dict:
+        """The first error of each record of ``recs`` that does not decode, by index,
+        found field by field in Python (cheap next to decoding records one by one)."""
+        problems: dict[int, DataError] = {}
+
+        def fail(k: int, cls: type, message: str) -> None:
+            if k not in problems:
+                problems[k] = cls(message, path=self.path, line=where[k][0], offset=where[k][1])
+
+        want = len(self._cols) if self._select is None else self._select[-1] + 1
+        rows: list[tuple[int, list[bytes]]] = []
+        for k, rec in enumerate(recs):
+            try:
+                fields = (_split_quoted(rec, self._delim) if self._quote and b'"' in rec
+                          else rec.split(self._delim))
+            except _Syntax as exc:
+                fail(k, DecodeError, str(exc))
+                continue
+            if len(fields) != want if self._select is None else len(fields) < want:
+                fail(k, DecodeError, f"expected {want} fields, found {len(fields)}")
+                continue
+            rows.append((k, fields))
+        numbers_ = self._select if self._select is not None else range(len(self._cols))
+        for col, number in zip(self._cols, numbers_):
+            for k, fields in rows:
+                field = fields[number]
+                if field == b"" or field == self._na:
+                    if col.default is None:
+                        fail(k, MissingFeatureError,
+                             f"field {number} ({col.dtype}) is required but missing")
+                elif col.dtype != "string":
+                    try:
+                        _parse_number(field, col.dtype)
+                    except (ValueError, OverflowError):
+                        fail(k, DecodeError,
+                             f"field {number} is not a valid {col.dtype}: {field[:40]!r}")
+        return problems
+
+    def _chunk_prefix(self, recs, where, after, exc):
+        """Raise mode: decode the records before the bad one that raised ``exc`` and
+        move the line reader back to the bad record (it raises on the next call);
+        raise ``exc`` now if it is the first record."""
+        while True:
+            k = next(i for i, w in enumerate(where) if w[0] == exc.line)
+            self._rewind((where[k][1], where[k][0] - 1))
+            if k == 0:
+                raise exc
+            recs, where, after = recs[:k], where[:k], after[:k]
+            try:
+                return self._decode_records(recs, where), after
+            except DataError as again:
+                exc = again
 
     def __next__(self) -> Any:
         if self.batch_size is not None:
@@ -486,6 +640,8 @@ class CSVReader(DatasetIterator[Any]):
                     raise StopIteration
                 columns, after = got
                 if after:
+                    if self.with_key:
+                        return [f"{self.path}:{a[3]}" for a in after], columns
                     return columns
         while self._j >= len(self._rows):
             got = self._chunk(256)
@@ -497,11 +653,13 @@ class CSVReader(DatasetIterator[Any]):
             self._j = 0
         row = self._rows[self._j]
         self._j += 1
+        if self.with_key:
+            return f"{self.path}:{self._row_states[self._j - 1][3]}", row
         return row
 
     def get_state(self) -> dict[str, Any]:
         if 0 < self._j < len(self._rows):
-            offset, line, skipped = self._row_states[self._j - 1]
+            offset, line, skipped = self._row_states[self._j - 1][:3]
         else:
             offset, line, skipped = self._lines.tell(), self._lines.line_number, self._skipped
         return {
@@ -539,6 +697,8 @@ def read_csv(
     compression: str | None = "auto",
     on_error: str = "raise",
     storage_options: dict | None = None,
+    skip_header_lines: int = 0,
+    with_key: bool = False,
 ) -> CSVReader:
     """Read the CSV file ``path`` with :func:`decode_csv`'s typing rules.
 
@@ -551,11 +711,26 @@ def read_csv(
     ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``)
     read with ``storage_options``; the file is opened on the first read.
 
+    ``skip_header_lines`` leaves out that many lines at the start of the file (before
+    ``header``'s record). ``with_key=True`` yields ``(key, row)`` with ``key =
+    "<path>:<line>"``, the line where the record starts (with ``batch_size``: ``(keys,
+    columns)``), as TensorFlow's readers return ``(key, value)``.
+
+    On damage: under ``on_error="raise"`` the good records before a bad one are yielded
+    first and the error is raised when the bad one is reached (the state then points at
+    it). Under ``"skip"``/``"warn"`` a bad record costs only itself: a quote left open
+    (to the end of the file, or closed by a later line into a record that does not split
+    into the expected fields) costs only its own line, and reading goes on at the next
+    one.
+
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
     >>> _ = open(path, "w").write('id,name\\n1,"multi\\nline"\\n2,\\n')
     >>> list(read_csv(path, [0, "?"], header=True))
     [(1, b'multi\\nline'), (2, b'?')]
+    >>> [(k.rsplit(":", 1)[1], row) for k, row in read_csv(path, [0, "?"], skip_header_lines=1,
+    ...                                                     with_key=True)]
+    [('2', (1, b'multi\\nline')), ('4', (2, b'?'))]
     """
     return CSVReader(
         path,
@@ -569,4 +744,6 @@ def read_csv(
         compression=compression,
         on_error=on_error,
         storage_options=storage_options,
+        skip_header_lines=skip_header_lines,
+        with_key=with_key,
     )

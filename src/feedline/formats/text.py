@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline._internal.validate import positive_int
+from feedline._internal.validate import non_negative_int, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, DecodeError
 from feedline.storage import compression as _compression
@@ -98,7 +98,8 @@ class TextLineReader(DatasetIterator[Any]):
     ``encoding``: ``None`` (``bytes`` lines, default) or a codec name (``str`` lines; a
     line that does not decode raises :class:`~feedline.exceptions.DecodeError` naming
     path, line and byte offset). ``line_number`` is the number of lines read so far.
-    ``next_batch(n)`` returns up to ``n`` lines at once.
+    ``next_batch(n)`` returns up to ``n`` lines at once. ``skip_header_lines`` and
+    ``with_key`` are described at :func:`read_lines`.
 
     ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``);
     ``storage_options`` are passed to fsspec (construction arguments, not state). The
@@ -114,8 +115,14 @@ class TextLineReader(DatasetIterator[Any]):
         encoding: str | None = None,
         block_size: int = _BLOCK,
         storage_options: dict | None = None,
+        skip_header_lines: int = 0,
+        with_key: bool = False,
     ) -> None:
         self.path = os.fspath(path)
+        self.skip_header_lines = non_negative_int("skip_header_lines", skip_header_lines)
+        if not isinstance(with_key, bool):
+            raise TypeError(f"`with_key` must be a bool, got {with_key!r}")
+        self.with_key = with_key
         self._compression = _compression.normalize(compression, allow_auto=True)
         if encoding is not None:
             "".encode(encoding)  # LookupError for an unknown codec, now
@@ -203,7 +210,17 @@ class TextLineReader(DatasetIterator[Any]):
                 offset=int(self._starts[k]),
             ) from exc
 
+    def _skip_header(self) -> None:
+        """Pass over the first ``skip_header_lines`` lines of the file, if not yet."""
+        while self._line0 + self._i < self.skip_header_lines:
+            if self._i >= len(self._lines) and not self._fill():
+                return
+            self._i += min(len(self._lines) - self._i,
+                           self.skip_header_lines - self._line0 - self._i)
+
     def __next__(self) -> Any:
+        if self.skip_header_lines and self._line0 + self._i < self.skip_header_lines:
+            self._skip_header()
         i = self._i
         if i >= len(self._lines):
             if not self._fill():
@@ -213,10 +230,21 @@ class TextLineReader(DatasetIterator[Any]):
         if self.encoding is not None:
             line = self._decode(line, i)
         self._i = i + 1
+        if self.with_key:
+            return f"{self.path}:{self._line0 + i + 1}", line
         return line
 
     def next_batch(self, n: int) -> list:
         """Return the next ``n`` lines (fewer at the end of the file; ``[]`` at the end)."""
+        if self.skip_header_lines and self._line0 + self._i < self.skip_header_lines:
+            self._skip_header()
+        if self.with_key:
+            first = self._line0 + self._i + 1
+            lines = self._next_lines(n)
+            return [(f"{self.path}:{first + k}", line) for k, line in enumerate(lines)]
+        return self._next_lines(n)
+
+    def _next_lines(self, n: int) -> list:
         out: list = []
         while len(out) < n:
             if self._i >= len(self._lines) and not self._fill():
@@ -242,6 +270,12 @@ class TextLineReader(DatasetIterator[Any]):
         if self._closed:
             raise ValueError(f"{self.path}: set_state on a closed TextLineReader")
         offset = int(state["offset"])
+        if self._file is not None and self._lines:  # a line still in the buffer: no I/O
+            k = int(np.searchsorted(self._starts, offset))
+            if (k <= len(self._lines) and int(self._starts[k]) == offset
+                    and self._line0 + k == int(state["line"])):
+                self._i = k
+                return
         fresh = self._file is None
         file = self._open()
         if self._compression is None:
@@ -270,11 +304,27 @@ def read_lines(
     compression: str | None = "auto",
     encoding: str | None = None,
     storage_options: dict | None = None,
+    skip_header_lines: int = 0,
+    with_key: bool = False,
 ) -> TextLineReader:
     """Iterate over the lines of the text file ``path`` (see the module docstring); a
-    URL is read through fsspec with ``storage_options``."""
+    URL is read through fsspec with ``storage_options``.
+
+    ``skip_header_lines``: leave out the first that many lines of the file (TF's
+    ``TextLineReader(skip_header_lines=)``). ``with_key=True``: yield ``(key, line)``
+    with ``key = "<path>:<line number>"`` (1-based, counting skipped header lines), as
+    TF's reader ``read()`` returns them.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "h.txt")
+    >>> _ = open(path, "wb").write(b"header\\na\\nb\\n")
+    >>> [(k.rsplit(os.sep, 1)[1], v) for k, v in read_lines(path, skip_header_lines=1,
+    ...                                                       with_key=True)]
+    [('h.txt:2', b'a'), ('h.txt:3', b'b')]
+    """
     return TextLineReader(
-        path, compression=compression, encoding=encoding, storage_options=storage_options
+        path, compression=compression, encoding=encoding, storage_options=storage_options,
+        skip_header_lines=skip_header_lines, with_key=with_key,
     )
 
 

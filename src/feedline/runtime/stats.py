@@ -23,6 +23,9 @@ returns a :class:`StatsReport`. For each stage (numbered from the source, ``#0``
 ``workers``, ``worker_s``
     for stages with worker processes: their number and the seconds they spent in the
     function (``worker_count`` and ``worker_seconds`` of the stage's iterator).
+``skipped``
+    elements the stage skipped or replaced under an ``on_error`` policy (the
+    ``skipped`` counter of the stage's iterator; 0 for stages without one).
 
 **Bottleneck.** Each stage's *cost* is the time it needed of the critical resource: for
 a stage in the consumer's thread, ``self_s - wait_s``; for a worker stage,
@@ -87,6 +90,7 @@ class StageStats:
     items_per_s: float
     workers: int | None = None
     worker_s: float | None = None
+    skipped: int = 0
 
     @property
     def cost_s(self) -> float:
@@ -119,9 +123,10 @@ class _Record:
         self.wait_seconds = 0.0
         self.worker_seconds = 0.0
         self.worker_count: int | None = None
+        self.skipped = 0.0
 
 
-_COUNTERS = ("wait_seconds", "worker_seconds")
+_COUNTERS = ("wait_seconds", "worker_seconds", "skipped")
 
 
 class _TimedIterator(DatasetIterator):
@@ -259,6 +264,7 @@ class PipelineStats:
                 items_per_s=rec.items / span if span > 0 else 0.0,
                 workers=rec.worker_count,
                 worker_s=rec.worker_seconds if rec.worker_count else None,
+                skipped=int(rec.skipped),
             ))
         starts = [r.first_start for r in records if r.first_start is not None]
         ends = [r.last_end for r in records if r.last_end is not None]
