@@ -1,0 +1,1 @@
+"""Record formats, one package per format."""

@@ -1,0 +1,12 @@
+"""WebDataset tar shards: reader, writer, sample index and field decoding.
+
+The public face is :mod:`feedline.webdataset`; see its docstring.
+"""
+
+from feedline.formats.webdataset.decode import decode_sample
+from feedline.formats.webdataset.index import IndexedTarShards, build_index, read_index
+from feedline.formats.webdataset.reader import TarShards, expand_urls, read
+from feedline.formats.webdataset.writer import ShardWriter, TarWriter
+
+__all__ = ["read", "expand_urls", "TarShards", "TarWriter", "ShardWriter", "build_index",
+           "read_index", "IndexedTarShards", "decode_sample"]
