@@ -17,6 +17,8 @@ tar members (see :mod:`feedline.formats.webdataset.tarscan`) — from a list of 
   ``.shuffle(buffer_size)`` for a sample-level buffer shuffle;
 * ``decode``: ``False`` (bytes), ``True`` (every known extension) or a list of
   extensions (see :mod:`feedline.formats.webdataset.decode`);
+* gzip-compressed shards (``.tar.gz``, ``.tgz``) are recognised by their bytes and
+  read through :mod:`gzip` (resuming one decompresses it again up to the offset);
 * ``on_error``: damaged tar data raises :class:`~feedline.exceptions.CorruptRecordError`
   naming the shard, the sample index in it and the byte offset (``"raise"``), or is
   left out and counted in the iterator's ``skipped`` (``"skip"``, ``"warn"``);
@@ -131,6 +133,23 @@ def expand_urls(urls: str | os.PathLike | Iterable[str | os.PathLike], *,
     return out
 
 
+class _GzipOwning:
+    """A gzip reader that closes the raw file it reads from."""
+
+    def __init__(self, raw: Any) -> None:
+        import gzip
+
+        self._raw = raw
+        self._gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        self.read, self.seek = self._gz.read, self._gz.seek
+
+    def close(self) -> None:
+        try:
+            self._gz.close()
+        finally:
+            self._raw.close()
+
+
 class TarShards(Dataset):
     """The samples of this part's tar shards; built by :func:`read` (see the module
     docstring for every option)."""
@@ -231,6 +250,11 @@ class TarShardsIterator(DatasetIterator[dict]):
         else:
             f = open(strip_file_scheme(url), "rb", buffering=1 << 16)  # noqa: SIM115
         try:
+            if f.read(2) == b"\x1f\x8b":  # a gzip-compressed shard (.tar.gz, .tgz)
+                f.seek(0)
+                f = _GzipOwning(f)
+            else:
+                f.seek(0)
             if self._scan.offset:
                 f.seek(self._scan.offset)
         except BaseException:

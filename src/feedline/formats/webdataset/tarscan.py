@@ -146,11 +146,20 @@ def members(f: IO[bytes], start: int = 0, end: int | None = None) -> Iterator[Me
         if "size" in pax:
             size = int(pax["size"])
         padded = size + (-size % BLOCK)
+        name = None
+        if kind in _REGULAR:
+            name = pax.get("path") or long_name
+            if name is None:
+                name = _text(h[:100])
+                if h[257:263] == b"ustar\x00":  # POSIX ustar: a name prefix
+                    prefix = _text(h[345:500])
+                    if prefix:
+                        name = prefix + "/" + name
         if kind in _REGULAR or kind in (b"L", b"x"):
             data = _read(f, size)
             if len(data) < size:
                 yield _Damage(f"truncated tar member: {len(data)} of {size} data bytes", first,
-                              fatal=True)
+                              name, fatal=True)
                 return
             if padded > size:
                 f.read(padded - size)
@@ -172,14 +181,7 @@ def members(f: IO[bytes], start: int = 0, end: int | None = None) -> Iterator[Me
         if kind == b"g":
             first = None
             continue
-        if kind in _REGULAR:
-            name = pax.get("path") or long_name
-            if name is None:
-                name = _text(h[:100])
-                if h[257:263] == b"ustar\x00":
-                    prefix = _text(h[345:500])
-                    if prefix:
-                        name = prefix + "/" + name
+        if name is not None:
             yield Member(name, data, first, pos)
         long_name, pax, first = None, {}, None
 
