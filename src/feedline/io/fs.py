@@ -23,7 +23,7 @@ from typing import IO, Any
 from feedline._optional import require
 
 __all__ = ["is_remote", "open_file", "expand", "file_size", "strip_file_scheme", "read_range",
-           "RangeFile"]
+           "RangeFile", "open_ranged"]
 
 _MAGIC = set("*?[")
 
@@ -117,6 +117,18 @@ class RangeFile(io.RawIOBase):
         data = self.read(len(b))
         b[: len(data)] = data
         return len(data)
+
+
+def open_ranged(path: str | os.PathLike, mode: str = "rb", *,
+                storage_options: dict | None = None) -> IO[Any]:
+    """Open ``path`` for reading: a local file as usual, a URL as a :class:`RangeFile`
+    (each read one ranged GET of exactly the bytes asked for)."""
+    p = os.fspath(path)
+    if mode != "rb":
+        raise ValueError(f"`mode` must be 'rb', got {mode!r}")
+    if not is_remote(p):
+        return open(strip_file_scheme(p), "rb")  # noqa: SIM115 - caller closes
+    return RangeFile(p, storage_options=storage_options)  # type: ignore[return-value]
 
 
 def _expand_one(pattern: str, storage_options: dict | None) -> list[str]:
