@@ -554,3 +554,7 @@ def test_shard_cache_is_shared_safely_by_processes_and_threads(tmp_path):
         fs.rm(f"/{root}", recursive=True)
     with pytest.raises(ValueError, match="`cache_limit` must be a positive int, got 0"):
         ShardCache(tmp_path / "z", limit=0)
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(ShardCache(tmp_path / "t", limit=5)))
+    assert (copy.cache_dir, copy.limit) == (str(tmp_path / "t"), 5)

@@ -239,6 +239,8 @@ def test_gzip_shards_and_format_detection(tmp_path):
     assert detect_format(gz) == ("tar", "GZIP")
     assert list(fwds.read(gz)) == [dict(s, __url__=gz) for s in fwds.read(paths[0])]
     assert_resumes_everywhere(fwds.read(gz))
+    with pytest.raises(ValueError, match="a sample index needs an uncompressed tar shard"):
+        fwds.build_index(gz)
     recs = read_records([paths[0], gz], cycle_length=2).to_list()
     assert [r["__key__"] for r in recs] == [f"{i:06d}" for i in range(6) for _ in (0, 1)]
 

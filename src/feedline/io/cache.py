@@ -73,6 +73,15 @@ class ShardCache:
         self.hits = self.misses = self.evicted = 0
         self._count_lock = threading.Lock()
 
+    def __getstate__(self) -> dict:  # picklable into worker processes (the lock is not)
+        state = self.__dict__.copy()
+        del state["_count_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._count_lock = threading.Lock()
+
     def entry(self, url: str) -> str:
         """The path ``url``'s copy has (or would have) in the cache."""
         digest = hashlib.sha1(url.encode("utf-8")).hexdigest()[:16]

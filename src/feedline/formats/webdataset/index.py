@@ -88,6 +88,10 @@ def build_index(shard: str | os.PathLike, *, on_error: str = "raise",
     starts = []
     scan = SampleScan()
     with open_file(shard, "rb", storage_options=storage_options) as f:
+        if f.read(2) == b"\x1f\x8b":
+            raise ValueError(f"{shard}: a sample index needs an uncompressed tar shard, "
+                             "this one is gzip-compressed")
+        f.seek(0)
         for _ in samples(f, shard, scan, on_error=on_error):
             starts.append(scan.start)
     offsets = starts + [scan.end if starts else 0]
