@@ -83,7 +83,12 @@ class ShardCache:
         self._count_lock = threading.Lock()
 
     def entry(self, url: str) -> str:
-        """The path ``url``'s copy has (or would have) in the cache."""
+        """The path ``url``'s copy has (or would have) in the cache.
+
+        >>> import tempfile
+        >>> os.path.basename(ShardCache(tempfile.mkdtemp()).entry("s3://b/train-01.tar"))
+        '168ce557d03da539-train-01.tar'
+        """
         digest = hashlib.sha1(url.encode("utf-8")).hexdigest()[:16]
         base = os.path.basename(url.rstrip("/")) or "file"
         return os.path.join(self.cache_dir, f"{digest}-{base}")
@@ -147,7 +152,18 @@ class ShardCache:
 
     def evict(self, *, keep: str | None = None) -> int:
         """Delete least recently used entries until the total fits ``limit`` (``keep``
-        is never deleted); return how many were deleted."""
+        is never deleted); return how many were deleted.
+
+        >>> import tempfile, time
+        >>> cache = ShardCache(tempfile.mkdtemp(), limit=5)
+        >>> for i, name in enumerate(["old", "new"]):
+        ...     path = os.path.join(cache.cache_dir, name)
+        ...     open(path, "wb").write(b"1234"); os.utime(path, (i, i))
+        4
+        4
+        >>> cache.evict(), [os.path.basename(p) for p, _, _ in cache.entries()]
+        (1, ['new'])
+        """
         if self.limit is None:
             return 0
         removed = 0

@@ -65,7 +65,13 @@ def file_size(path: str | os.PathLike, *, storage_options: dict | None = None) -
 def read_range(path: str | os.PathLike, start: int, end: int, *,
                 storage_options: dict | None = None) -> bytes:
     """Bytes ``[start, end)`` of ``path``: one ``pread`` locally, one ranged GET (through
-    fsspec's ``cat_file``) for a URL. Fewer bytes come back only at the end of the file."""
+    fsspec's ``cat_file``) for a URL. Fewer bytes come back only at the end of the file.
+
+    >>> import fsspec
+    >>> fsspec.filesystem("memory").pipe("/range-doc/a.bin", b"0123456789")
+    >>> read_range("memory://range-doc/a.bin", 2, 5), read_range("memory://range-doc/a.bin", 8, 20)
+    (b'234', b'89')
+    """
     p = os.fspath(path)
     if end <= start:
         return b""
@@ -122,7 +128,14 @@ class RangeFile(io.RawIOBase):
 def open_ranged(path: str | os.PathLike, mode: str = "rb", *,
                 storage_options: dict | None = None) -> IO[Any]:
     """Open ``path`` for reading: a local file as usual, a URL as a :class:`RangeFile`
-    (each read one ranged GET of exactly the bytes asked for)."""
+    (each read one ranged GET of exactly the bytes asked for).
+
+    >>> import fsspec
+    >>> fsspec.filesystem("memory").pipe("/ranged-doc/a.bin", b"abcdef")
+    >>> with open_ranged("memory://ranged-doc/a.bin") as f:
+    ...     _ = f.seek(4); f.read()
+    b'ef'
+    """
     p = os.fspath(path)
     if mode != "rb":
         raise ValueError(f"`mode` must be 'rb', got {mode!r}")

@@ -48,7 +48,7 @@ def _text(data: bytes) -> str:
     return bytes(data).decode("utf-8")
 
 
-DECODERS: dict[str, Callable[[bytes], Any]] = {}
+DECODERS: dict[str, Callable[[Any], Any]] = {}
 """Extension -> decoder for the non-image fields."""
 for _names, _fn in (
     ("json jsn", lambda d: json.loads(d)),

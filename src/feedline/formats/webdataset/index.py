@@ -39,7 +39,7 @@ from feedline._atomic import replace_file
 from feedline._on_error import check_on_error
 from feedline.dataset.base import RandomAccessDataset
 from feedline.exceptions import CorruptRecordError
-from feedline.formats.webdataset.tarscan import SampleScan, samples
+from feedline.formats.webdataset._tarscan import SampleScan, samples
 from feedline.io.fs import is_remote, open_file
 
 __all__ = ["index_path", "build_index", "write_index", "read_index", "IndexedTarShards"]
@@ -48,12 +48,25 @@ _MAGIC = b"FLWDSIX1"
 
 
 def index_path(shard: str) -> str:
-    """The sidecar index path of ``shard``: ``shard + ".index"``."""
+    """The sidecar index path of ``shard``: ``shard + ".index"``.
+
+    >>> index_path("s3://bucket/train-000001.tar")
+    's3://bucket/train-000001.tar.index'
+    """
     return os.fspath(shard) + ".index"
 
 
 def write_index(shard: str, offsets: Sequence[int], *, storage_options: dict | None = None) -> str:
-    """Write ``offsets`` (sample starts, then the data end) as ``shard``'s index."""
+    """Write ``offsets`` (sample starts, then the data end) as ``shard``'s index
+    (atomically for a local shard); return the index path.
+
+    >>> import os, tempfile
+    >>> shard = os.path.join(tempfile.mkdtemp(), "a.tar")
+    >>> os.path.basename(write_index(shard, [0, 1024, 3072]))
+    'a.tar.index'
+    >>> read_index(shard).tolist()
+    [0, 1024, 3072]
+    """
     arr = np.asarray(offsets, dtype="<u8")
     data = _MAGIC + struct.pack("<Q", len(arr) - 1) + arr.tobytes()
     path = index_path(shard)
@@ -66,7 +79,14 @@ def write_index(shard: str, offsets: Sequence[int], *, storage_options: dict | N
 
 
 def read_index(shard: str, *, storage_options: dict | None = None) -> np.ndarray:
-    """The offsets stored in ``shard``'s index (``n + 1`` of them, ``uint64``)."""
+    """The offsets stored in ``shard``'s index (``n + 1`` of them, ``uint64``); a file
+    that is not such an index raises :class:`~feedline.exceptions.CorruptRecordError`.
+
+    >>> import os, tempfile
+    >>> shard = os.path.join(tempfile.mkdtemp(), "b.tar")
+    >>> _ = write_index(shard, [0, 512]); read_index(shard).tolist()
+    [0, 512]
+    """
     path = index_path(shard)
     with open_file(path, "rb", storage_options=storage_options) as f:
         data = f.read()
@@ -82,7 +102,17 @@ def read_index(shard: str, *, storage_options: dict | None = None) -> np.ndarray
 def build_index(shard: str | os.PathLike, *, on_error: str = "raise",
                 storage_options: dict | None = None) -> np.ndarray:
     """Scan ``shard`` (local path or URL), write its index beside it, return the offsets.
-    With ``on_error="skip"`` damaged samples are left out of the index."""
+    With ``on_error="skip"`` damaged samples are left out of the index; gzip-compressed
+    shards are refused (``ValueError``: a byte range of them is not a sample).
+
+    >>> import os, tempfile
+    >>> from feedline.formats.webdataset.writer import TarWriter
+    >>> shard = os.path.join(tempfile.mkdtemp(), "c.tar")
+    >>> with TarWriter(shard) as w:
+    ...     _ = w.write({"__key__": "a", "txt": "x", "cls": 1}); _ = w.write({"__key__": "b", "txt": "y"})
+    >>> build_index(shard).tolist()
+    [0, 2048, 3072]
+    """
     shard = os.fspath(shard)
     check_on_error(on_error)
     starts = []
@@ -174,7 +204,8 @@ class IndexedTarShards(RandomAccessDataset):
         begin, end = int(off[local]), int(off[local + 1])
         data = self._read(i, begin, end)
         scan = SampleScan(index=local, offset=begin)
-        got = list(samples(_Shifted(data, begin), self._shards[i], scan, end=end))
+        view: Any = _Shifted(data, begin)
+        got = list(samples(view, self._shards[i], scan, end=end))
         if len(got) != 1:
             raise CorruptRecordError(f"index entry {local} does not hold one sample "
                                      f"(found {len(got)}); rebuild the index",

@@ -2,7 +2,7 @@
 
 :func:`read` (``feedline.webdataset.read``) yields samples — dicts ``{"__key__": key,
 "__url__": shard, ext: bytes, ...}`` grouped exactly as the webdataset package groups
-tar members (see :mod:`feedline.formats.webdataset.tarscan`) — from a list of shards:
+tar members (see :mod:`feedline.formats.webdataset._tarscan`) — from a list of shards:
 
 * ``urls``: a path or URL with brace ranges (``"train-{000000..000099}.tar"``,
   ``"{a,b}.tar"``, see :func:`expand_urls`), globs, a directory, or a list of these;
@@ -58,7 +58,7 @@ from feedline._validate import non_negative_int, one_of, optional_positive_int, 
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError
-from feedline.formats.webdataset.tarscan import SampleScan, samples
+from feedline.formats.webdataset._tarscan import SampleScan, samples
 from feedline.io.fs import is_remote, open_file, strip_file_scheme
 
 __all__ = ["expand_urls", "read", "TarShards", "TarShardsIterator"]
@@ -68,7 +68,9 @@ _MAGIC = set("*?[")
 
 
 def _split_top(body: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in body:
         if ch == "," and depth == 0:
             parts.append("".join(cur))
@@ -171,7 +173,14 @@ class TarShards(Dataset):
         return f"webdataset({len(self.shards)} shards, part {self.part}/{self.parts})"
 
     def shard_order(self, epoch: int) -> list[str]:
-        """The shards this part reads in iteration ``epoch``, in order."""
+        """The shards this part reads in iteration ``epoch``, in order.
+
+        >>> ds = read(["a.tar", "b.tar", "c.tar"], rank=1, world_size=2)
+        >>> ds.shard_order(0)
+        ['b.tar']
+        >>> sorted(read(["a.tar", "b.tar", "c.tar"], shuffle_shards=True, seed=1).shard_order(5))
+        ['a.tar', 'b.tar', 'c.tar']
+        """
         order = self.shards
         if self.shuffle_shards:
             import numpy as np
@@ -237,6 +246,7 @@ class TarShardsIterator(DatasetIterator[dict]):
     def _open(self) -> None:
         ds = self._ds
         url = self._order[self._i]
+        f: Any
         if ds.cache is not None and is_remote(url):
             path = self._local(self._i)
             try:

@@ -39,7 +39,7 @@ from typing import Any
 
 from feedline._closing import Closeable
 from feedline._validate import non_negative_int, positive_int
-from feedline.formats.webdataset.tarscan import split_name
+from feedline.formats.webdataset._tarscan import split_name
 
 __all__ = ["TarWriter", "ShardWriter", "encode_field"]
 
@@ -170,8 +170,8 @@ class TarWriter(Closeable):
         if os.path.exists(self._tmp):
             os.unlink(self._tmp)
 
-    def __exit__(self, exc_type: Any, *rest: Any) -> None:
-        if exc_type is not None:
+    def __exit__(self, *exc_info: object) -> None:
+        if exc_info and exc_info[0] is not None:
             self.abort()
         else:
             self.close()
@@ -183,7 +183,15 @@ class ShardWriter(Closeable):
     bytes; see the module docstring. ``start_shard`` numbers the first shard.
 
     ``shards_written`` counts the shards started, ``paths`` lists them, ``total`` counts
-    the samples written.
+    the samples written. Leaving a ``with`` block by an exception drops the shard being
+    written (the finished ones stay).
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with ShardWriter(os.path.join(d, "s-%02d.tar"), maxsize=2048) as w:
+    ...     for i in range(3): _ = w.write({"__key__": str(i), "bin": b"x" * 600})
+    >>> [os.path.basename(p) for p in w.paths], w.total
+    (['s-00.tar', 's-01.tar'], 3)
     """
 
     def __init__(self, pattern: str, *, maxcount: int = 100_000, maxsize: int = 3_000_000_000,
@@ -225,8 +233,8 @@ class ShardWriter(Closeable):
             self._writer = None
             w.close()
 
-    def __exit__(self, exc_type: Any, *rest: Any) -> None:
-        if exc_type is not None and self._writer is not None:
+    def __exit__(self, *exc_info: object) -> None:
+        if exc_info and exc_info[0] is not None and self._writer is not None:
             self._writer.abort()
             self._writer = None
         self.close()
