@@ -10,6 +10,8 @@ import tarfile
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from feedline import Dataset, split
 from feedline import webdataset as fwds
@@ -376,3 +378,40 @@ def test_samples_through_a_pipeline(tmp_path):
     assert isinstance(ds, Dataset)
     state_keys = json.dumps(fwds.read(paths).iterator().get_state())
     assert "webdataset" in state_keys
+
+
+# ------------------------------------------------------------------ property: any samples
+
+
+_segment = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-é", min_size=1, max_size=12)
+
+
+def _sample_lists():
+    ext = st.lists(st.text(alphabet="abcxyz0123", min_size=1, max_size=4), min_size=1,
+                   max_size=2).map(".".join)
+    key = st.lists(_segment, min_size=1, max_size=3).map("/".join).filter(
+        lambda k: not k.split("/")[-1].startswith("__"))
+    fields = st.dictionaries(ext, st.binary(max_size=700), min_size=1, max_size=4)
+    return st.lists(st.tuples(key, fields), max_size=8).map(
+        lambda items: [dict(f, __key__=k) for k, f in dict(items).items()])
+
+
+@settings(max_examples=15, deadline=None)
+@given(samples=_sample_lists())
+def test_any_samples_round_trip_and_match_the_webdataset_package(tmp_path_factory, samples):
+    wds = pytest.importorskip("webdataset")
+    path = str(tmp_path_factory.mktemp("prop") / "p.tar")
+    with fwds.TarWriter(path, index=True) as w:
+        for s in samples:
+            w.write(s)
+    got = list(fwds.read(path))
+    # consecutive samples with the same key merge when read, in feedline and webdataset alike
+    assert got == _wds(wds.WebDataset(path, shardshuffle=False, empty_check=False))
+    keys = [s["__key__"] for s in samples]
+    if len(set(keys)) == len(keys):
+        assert [{k: v for k, v in s.items() if k != "__url__"} for s in got] == [
+            {k.lower(): v for k, v in s.items()} for s in samples]
+        if samples:
+            ds = fwds.IndexedTarShards([path])
+            assert [ds[i] for i in range(len(ds))] == got
