@@ -8,6 +8,8 @@ Every streaming reader is checked against its local read of the same file, and r
 from __future__ import annotations
 
 import json
+import os
+import threading
 import uuid
 
 import numpy as np
@@ -325,3 +327,234 @@ def test_read_records_streams_several_formats_from_s3_and_resumes(s3, s3_files):
         next(it)
     assert list(ds.iterator(it.get_state())) == remote[10:]
     it.close()
+
+
+# --------------------------------------------------------------------------- ranged reads
+
+
+@pytest.fixture
+def s3_gets(monkeypatch):
+    """Every S3 GetObject call as ``(key, Range header or None)``."""
+    import s3fs
+
+    calls: list[tuple[str, str | None]] = []
+    original = s3fs.S3FileSystem._call_s3
+
+    async def recording(self, method, *args, **kwargs):
+        if method == "get_object":
+            calls.append((kwargs.get("Key"), kwargs.get("Range")))
+        return await original(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", recording)
+    return calls
+
+
+def _range_bytes(rng: str) -> int:
+    lo, hi = rng.removeprefix("bytes=").split("-")
+    return int(hi) - int(lo) + 1
+
+
+@pytest.mark.parametrize("fmt", ["recordio", "text"])
+def test_input_split_over_s3_reads_its_bytes_with_ranged_gets(s3, s3_gets, tmp_path, fmt):
+    from feedline.io import InputSplit
+
+    fs, options = s3
+    local = str(tmp_path / ("big.rec" if fmt == "recordio" else "big.txt"))
+    if fmt == "recordio":
+        with recordio.RecordIOWriter(local) as w:
+            for i in range(700):
+                w.write(bytes([i % 256]) * (300 + i * 7 % 1500))
+    else:
+        text.write_lines(local, [f"{i}:" + "x" * (i * 7 % 3000) for i in range(700)])
+    url = f"s3://{BUCKET}/split/{fmt}/{os.path.basename(local)}"
+    fs.put_file(local, url[len("s3://"):])
+    size = os.path.getsize(local)
+    assert size > 700_000
+    parts = []
+    for r in range(4):
+        expected = list(InputSplit(local, r, 4, format=fmt))
+        s3_gets.clear()
+        part = InputSplit(url, r, 4, format=fmt, storage_options=options)
+        assert (part.begin, part.end) == (InputSplit(local, r, 4, format=fmt).begin,
+                                          InputSplit(local, r, 4, format=fmt).end)
+        got = list(part)
+        assert got == expected
+        parts.extend(got)
+        # every GET was ranged, and together they fetched this part's bytes plus at most
+        # the boundary searches, far less than the whole object
+        assert s3_gets and all(rng is not None for _, rng in s3_gets)
+        fetched = sum(_range_bytes(rng) for _, rng in s3_gets)
+        assert fetched <= (part.end - part.begin) + 2 * (1 << 16) + 64
+        assert fetched < size / 2
+    assert len(parts) == 700
+
+
+def test_split_bytes_over_s3_exactly_once_and_resumes(s3, tmp_path):
+    from feedline import split
+
+    fs, options = s3
+    local = str(tmp_path / "s.rec")
+    with recordio.RecordIOWriter(local) as w:
+        for i in range(60):
+            w.write(b"%03d" % i * (i % 7 + 1))
+    fs.put_file(local, f"{BUCKET}/splitb/s.rec")
+    url = f"s3://{BUCKET}/splitb/s.rec"
+    seen = []
+    for rank in range(2):
+        for worker in range(2):
+            ds = split(url, rank, 2, worker=worker, num_workers=2, mode="bytes",
+                       storage_options=options)
+            seen.extend(assert_resumes_everywhere(ds, max_steps=6))
+    assert sorted(seen) == sorted(b"%03d" % i * (i % 7 + 1) for i in range(60))
+
+
+# --------------------------------------------------------------------------- webdataset
+
+
+def _wds_shards(fs, tmp_path, prefix, n_shards=3, per_shard=4):
+    from feedline import webdataset as fwds
+
+    local = tmp_path / prefix
+    local.mkdir()
+    with fwds.ShardWriter(str(local / "shard-%03d.tar"), maxcount=per_shard, index=True) as w:
+        for i in range(n_shards * per_shard):
+            w.write({"__key__": f"{i:05d}", "cls": i, "bin": bytes([i]) * (3000 + i)})
+    for p in sorted(local.iterdir()):
+        fs.put_file(str(p), f"{BUCKET}/{prefix}/{p.name}")
+    return f"s3://{BUCKET}/{prefix}/shard-{{000..{n_shards - 1:03d}}}.tar", str(local)
+
+
+def test_webdataset_over_s3_matches_local_and_resumes(s3, tmp_path):
+    from feedline import webdataset as fwds
+
+    fs, options = s3
+    url, local = _wds_shards(fs, tmp_path, "wds-plain")
+    ours = list(fwds.read(url, decode=True, storage_options=options))
+    here = list(fwds.read(local + "/shard-{000..002}.tar", decode=True))
+    assert [s["cls"] for s in ours] == [s["cls"] for s in here] == list(range(12))
+    assert ours[5]["__url__"] == f"s3://{BUCKET}/wds-plain/shard-001.tar"
+    full = assert_resumes_everywhere(fwds.read(url, storage_options=options), max_steps=6)
+    assert len(full) == 12
+
+
+def test_webdataset_shard_cache_read_ahead_and_eviction(s3, s3_gets, tmp_path):
+    from feedline import webdataset as fwds
+
+    fs, options = s3
+    url, _ = _wds_shards(fs, tmp_path, "wds-cache")
+    cache_dir = tmp_path / "cache"
+    ds = fwds.read(url, cache_dir=str(cache_dir), storage_options=options)
+    it = ds.iterator()
+    first = next(it)
+    assert first["__key__"] == "00000"
+    inner = it._it
+    # the next shard is being fetched in the background while shard 0 is read
+    assert 1 in inner._ahead and inner._ahead[1][0].name == "feedline-wds-ahead-1"
+    rest = list(it)
+    assert [s["__key__"] for s in [first, *rest]] == [f"{i:05d}" for i in range(12)]
+    assert inner._ahead == {}  # threads are joined when the iterator ends
+    assert not [t for t in threading.enumerate() if t.name.startswith("feedline-wds-ahead")]
+    cache = ds.cache
+    assert (cache.misses, cache.hits) == (3, 0)
+    entries = sorted(os.path.basename(p).split("-", 1)[1] for p, _, _ in cache.entries())
+    assert entries == ["shard-000.tar", "shard-001.tar", "shard-002.tar"]
+    # a second epoch reads from the cache: no GET at all
+    s3_gets.clear()
+    assert len(list(ds)) == 12
+    assert s3_gets == [] and cache.hits == 3
+    # closing early joins the read-ahead thread too
+    it = ds.iterator()
+    next(it)
+    it.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("feedline-wds-ahead")]
+    # a limit that holds two shards evicts the least recently used one
+    size = os.path.getsize(cache.entries()[0][0])
+    limited = fwds.read(url, cache_dir=str(tmp_path / "small"), cache_limit=2 * size + 10,
+                        storage_options=options)
+    assert len(list(limited)) == 12
+    names = sorted(os.path.basename(p).split("-", 1)[1] for p, _, _ in limited.cache.entries())
+    assert names == ["shard-001.tar", "shard-002.tar"]
+    assert limited.cache.evicted == 1
+    assert not [n for n in os.listdir(tmp_path / "small") if ".tmp-" in n]
+
+
+def test_webdataset_read_ahead_error_is_raised_at_that_shard(s3, tmp_path):
+    from feedline import webdataset as fwds
+
+    fs, options = s3
+    url, _ = _wds_shards(fs, tmp_path, "wds-missing", n_shards=2)
+    urls = [url.replace("{000..001}", "000"), f"s3://{BUCKET}/wds-missing/absent.tar"]
+    it = fwds.read(urls, cache_dir=str(tmp_path / "c"), storage_options=options).iterator()
+    assert [next(it)["__key__"] for _ in range(4)] == ["00000", "00001", "00002", "00003"]
+    with pytest.raises(FileNotFoundError):
+        next(it)
+    it.close()
+
+
+def test_indexed_tar_shards_over_s3_read_one_range_per_sample(s3, s3_gets, tmp_path):
+    from feedline import webdataset as fwds
+
+    fs, options = s3
+    url, local = _wds_shards(fs, tmp_path, "wds-index")
+    ds = fwds.IndexedTarShards(fwds.expand_urls(url), storage_options=options)
+    assert len(ds) == 12
+    offsets = fwds.read_index(local + "/shard-002.tar")
+    s3_gets.clear()
+    sample = ds[9]
+    assert sample["__key__"] == "00009" and sample["bin"] == bytes([9]) * 3009
+    assert s3_gets == [("wds-index/shard-002.tar", f"bytes={offsets[1]}-{offsets[2] - 1}")]
+    shuffled = ds.global_shuffle(seed=1).to_list()
+    assert sorted(s["__key__"] for s in shuffled) == [f"{i:05d}" for i in range(12)]
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def _cache_in_child(args):
+    from feedline.storage.cache import ShardCache
+
+    cache_dir, url = args
+    cache = ShardCache(cache_dir)
+    path = cache.local(url)
+    with open(path, "rb") as f:
+        return cache.misses, f.read()
+
+
+def test_shard_cache_is_shared_safely_by_processes_and_threads(tmp_path):
+    import multiprocessing
+    from concurrent.futures import ThreadPoolExecutor
+
+    import fsspec
+
+    from feedline.storage.cache import ShardCache
+
+    fs = fsspec.filesystem("memory")
+    root = f"cache-{uuid.uuid4().hex[:8]}"
+    payload = os.urandom(300_000)
+    fs.pipe(f"/{root}/big.bin", payload)
+    url = f"memory://{root}/big.bin"
+    try:
+        # forked processes inherit the memory filesystem; one downloads, all read it whole
+        with multiprocessing.get_context("fork").Pool(4) as pool:
+            results = pool.map(_cache_in_child, [(str(tmp_path / "p"), url)] * 8)
+        assert sum(m for m, _ in results) == 1
+        assert all(data == payload for _, data in results)
+        with ThreadPoolExecutor(6) as ex:
+            caches = [ShardCache(tmp_path / "t") for _ in range(6)]
+            paths = list(ex.map(lambda c: c.local(url), caches))
+        assert len(set(paths)) == 1 and sum(c.misses for c in caches) == 1
+        assert open(paths[0], "rb").read() == payload
+        assert sorted(n for n in os.listdir(tmp_path / "t") if not n.startswith(".")) == [
+            os.path.basename(paths[0])]
+        # a local path is not cached
+        local = str(tmp_path / "x.bin")
+        open(local, "wb").close()
+        assert ShardCache(tmp_path / "t").local(local) == local
+    finally:
+        fs.rm(f"/{root}", recursive=True)
+    with pytest.raises(ValueError, match="`cache_limit` must be a positive int, got 0"):
+        ShardCache(tmp_path / "z", limit=0)
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(ShardCache(tmp_path / "t", limit=5)))
+    assert (copy.cache_dir, copy.limit) == (str(tmp_path / "t"), 5)

@@ -3,7 +3,8 @@
 ``detect_format(path) -> (format, compression)``: TFRecord by its first header's length
 CRC (also inside GZIP/ZLIB), MXNet RecordIO by its magic word, MNIST IDX by its header
 (and, uncompressed, by its exact size), an MXNet ``.idx`` by its ``key<TAB>offset``
-lines, CSV and text by decoding as UTF-8, CIFAR-10 when the size is a multiple of 3073
+lines, a tar archive (WebDataset shards) by its first header's checksum and ``ustar``
+magic (also inside GZIP), CSV and text by decoding as UTF-8, CIFAR-10 when the size is a multiple of 3073
 bytes, otherwise ``"unknown"``. Local paths and fsspec URLs.
 
 >>> import os, tempfile
@@ -27,8 +28,8 @@ from feedline.storage.fs import open_file
 __all__ = ["detect_format", "FORMATS"]
 
 #: every value ``detect_format`` can return as the format
-FORMATS = ("tfrecord", "recordio", "recordio_idx", "idx", "csv", "text", "cifar10", "empty",
-           "unknown")
+FORMATS = ("tfrecord", "recordio", "recordio_idx", "idx", "tar", "csv", "text", "cifar10",
+           "empty", "unknown")
 
 _HEAD = 1 << 16
 _RECORDIO_MAGIC = 0xCED7230A
@@ -56,6 +57,16 @@ def _is_tfrecord(head: bytes) -> bool:
     from feedline.formats.tfrecord.scan import masked_crc
 
     return len(head) >= 12 and masked_crc(head[:8]) == struct.unpack_from("<I", head, 8)[0]
+
+
+def _is_tar(head: bytes) -> bool:
+    if len(head) < 512 or head[257:262] != b"ustar":
+        return False
+    try:
+        stored = int(head[148:156].replace(b"\x00", b" ").strip(), 8)
+    except ValueError:
+        return False
+    return stored == sum(head[:512]) - sum(head[148:156]) + 256
 
 
 def _is_idx(head: bytes, size: int | None) -> bool:
@@ -104,7 +115,7 @@ def detect_format(path: str | os.PathLike, *,
     """Return ``(format, compression)`` for the file at ``path``.
 
     ``format`` is one of ``"tfrecord"``, ``"recordio"``, ``"recordio_idx"`` (an MXNet
-    ``.idx``: ``key<TAB>offset`` lines), ``"idx"`` (MNIST), ``"csv"``, ``"text"``,
+    ``.idx``: ``key<TAB>offset`` lines), ``"idx"`` (MNIST), ``"tar"``, ``"csv"``, ``"text"``,
     ``"cifar10"``, ``"empty"``, ``"unknown"``; ``compression`` is ``None``,
     ``"GZIP"`` or ``"ZLIB"`` (for TFRecord, IDX, CSV and text).
     """
@@ -116,6 +127,8 @@ def detect_format(path: str | os.PathLike, *,
         return "tfrecord", None
     if len(head) >= 4 and struct.unpack_from("<I", head)[0] == _RECORDIO_MAGIC:
         return "recordio", None
+    if _is_tar(head):
+        return "tar", None
     from feedline.storage.compression import sniff
 
     compression = sniff(head)
@@ -126,6 +139,8 @@ def detect_format(path: str | os.PathLike, *,
                 return "empty", compression
             if _is_tfrecord(inner):
                 return "tfrecord", compression
+            if _is_tar(inner):
+                return "tar", compression
             if _is_idx(inner, None):
                 return "idx", compression
             kind = _text_kind(inner, False)

@@ -27,6 +27,10 @@ Every record is therefore read by exactly one part, and the assignment reproduce
 MXNet's ``ImageRecordIter(path_imgrec=..., part_index=r, num_parts=n)`` reads, for one
 file or for several (``"a.rec;b.rec;c.rec"``).
 
+Files may be fsspec URLs (``s3://...``, with ``storage_options``): a part then reads
+only its own bytes, with ranged GETs of at most 1 MiB each (plus ranges of 64 KiB from
+each nominal cut to find its record boundary), never whole objects.
+
 >>> import os, tempfile
 >>> from feedline import recordio
 >>> path = os.path.join(tempfile.mkdtemp(), "d.rec")
@@ -53,12 +57,14 @@ from feedline._internal.validate import non_negative_int, one_of, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateError
 from feedline.formats.recordio.stream import MAGIC_BYTES, Scan, Window, iter_records
+from feedline.storage.fs import file_size, is_remote, open_ranged, read_range
 
 __all__ = ["InputSplit", "InputSplitIterator"]
 
 _NEWLINES = re.compile(rb"[\r\n]+")
 _LINE = re.compile(rb"([^\r\n]*)([\r\n]*)")
 _CHUNK = 1 << 20
+_SEEK_CHUNK = 1 << 16  # remote boundary search: ranged reads of this size
 
 
 def _as_paths(paths: Any) -> list[str]:
@@ -70,10 +76,13 @@ def _as_paths(paths: Any) -> list[str]:
     raise TypeError(f"`paths` must be a path, a ';'-separated string or a list of paths, got {paths!r}")
 
 
-def _seek_recordio(path: str, local: int) -> int:
+def _seek_recordio(path: str, local: int, size: int | None = None,
+                   storage_options: dict | None = None) -> int:
     """Offset in ``path`` of the first record start at or after ``local`` (a multiple of
     4), stepping as dmlc-core's ``RecordIOSplitter::SeekRecordBegin``; the file size if
     there is none."""
+    if is_remote(path):
+        return _seek_recordio_remote(path, local, size, storage_options)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         size = len(mm)
         cur = local
@@ -89,16 +98,60 @@ def _seek_recordio(path: str, local: int) -> int:
             cur = hit + 8
 
 
-def _seek_text(path: str, local: int) -> int:
+def _seek_recordio_remote(path: str, local: int, size: int, so: dict | None) -> int:
+    """:func:`_seek_recordio` for a URL, reading ranges of ``_SEEK_CHUNK`` bytes."""
+    cur = local
+    while cur < size:
+        data = read_range(path, cur, min(cur + _SEEK_CHUNK, size), storage_options=so)
+        p = data.find(MAGIC_BYTES)
+        while p >= 0 and p & 3:  # cur - local is a multiple of 4, so is the chunk size
+            p = data.find(MAGIC_BYTES, p + 1)
+        if p < 0:
+            cur += len(data)
+            continue
+        hit = cur + p
+        if hit + 8 > size:
+            return size
+        word = data[p + 4 : p + 8] if p + 8 <= len(data) else read_range(
+            path, hit + 4, hit + 8, storage_options=so)
+        if int.from_bytes(word, "little") >> 29 <= 1:
+            return hit
+        cur = hit + 8
+    return size
+
+
+def _seek_text_remote(path: str, local: int, size: int, so: dict | None) -> int:
+    """:func:`_seek_text` for a URL, reading ranges of ``_SEEK_CHUNK`` bytes."""
+    cur = local
+    while cur < size:
+        data = read_range(path, cur, min(cur + _SEEK_CHUNK, size), storage_options=so)
+        m = _NEWLINES.search(data)
+        if m is None:
+            cur += len(data)
+            continue
+        pos = cur + m.end()
+        while m.end() == len(data) and pos < size:  # the run may go on in the next range
+            data = read_range(path, pos, min(pos + _SEEK_CHUNK, size), storage_options=so)
+            m = re.compile(rb"[\r\n]*").match(data)
+            pos += m.end()
+        return pos
+    return size
+
+
+def _seek_text(path: str, local: int, size: int | None = None,
+               storage_options: dict | None = None) -> int:
     """Offset in ``path`` just past the first run of newline characters at or after
     ``local`` (dmlc-core's ``LineSplitter::SeekRecordBegin``); the file size if none."""
+    if is_remote(path):
+        return _seek_text_remote(path, local, size, storage_options)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         m = _NEWLINES.search(mm, local)
         return len(mm) if m is None else m.end()
 
 
 def _partition(
-    files: list[tuple[str, int]], part_index: int, num_parts: int, fmt: str
+    files: list[tuple[str, int]], part_index: int, num_parts: int, fmt: str,
+    storage_options: dict | None = None,
 ) -> tuple[int, int]:
     """``(begin, end)`` global offsets of part ``part_index`` of ``num_parts``."""
     starts = [0]
@@ -118,7 +171,7 @@ def _partition(
         if offset in starts:  # the first byte of a file (or the end of all data)
             return offset
         i = max(k for k in range(len(files)) if starts[k] <= offset)
-        return starts[i] + seek(files[i][0], offset - starts[i])
+        return starts[i] + seek(files[i][0], offset - starts[i], files[i][1], storage_options)
 
     return to_boundary(begin), to_boundary(end)
 
@@ -138,6 +191,7 @@ class InputSplit:
     offset of the next record.
 
     RecordIO files must have sizes that are multiples of 4 (MXNet refuses others too).
+    ``storage_options`` go to fsspec for URLs (see the module docstring).
     """
 
     def __init__(
@@ -148,7 +202,9 @@ class InputSplit:
         *,
         format: str = "recordio",
         on_error: str = "raise",
+        storage_options: dict | None = None,
     ) -> None:
+        self.storage_options = storage_options
         self.num_parts = positive_int("num_parts", num_parts)
         self.part_index = non_negative_int("part_index", part_index)
         if part_index >= num_parts:
@@ -162,7 +218,7 @@ class InputSplit:
             raise ValueError("`paths` must name at least one file, got none")
         files = []
         for path in self.paths:
-            size = os.path.getsize(path)
+            size = file_size(path, storage_options=storage_options)
             if size == 0:
                 continue
             if format == "recordio" and size % 4:
@@ -174,7 +230,7 @@ class InputSplit:
             files.append((path, size))
         self.files = files
         self.total_size = sum(size for _, size in files)
-        self.begin, self.end = _partition(files, part_index, num_parts, format)
+        self.begin, self.end = _partition(files, part_index, num_parts, format, storage_options)
 
     def __repr__(self) -> str:
         return (
@@ -194,7 +250,7 @@ class InputSplit:
 
 
 def _text_lines(
-    files: list[tuple[str, int]], start: int, end: int
+    files: list[tuple[str, int]], start: int, end: int, storage_options: dict | None = None,
 ) -> Iterator[tuple[bytes, int]]:
     """Yield ``(line, global offset after its newline run)`` for lines starting in
     ``[start, end)``; lines end at newline runs and at file ends."""
@@ -205,7 +261,7 @@ def _text_lines(
         if fend <= start or fstart >= end:
             continue
         lo, hi = max(start, fstart) - fstart, min(end, fend) - fstart
-        with open(path, "rb") as f:
+        with open_ranged(path, "rb", storage_options=storage_options) as f:
             f.seek(lo)
             pending, pending_at = b"", lo
             while True:
@@ -246,8 +302,9 @@ class InputSplitIterator(DatasetIterator[bytes]):
     def _start(self) -> Iterator[tuple[bytes, int]]:
         split = self.split
         if split.format == "text":
-            return _text_lines(split.files, self._offset, split.end)
-        self._win = Window(split.files, self._offset, split.end)
+            return _text_lines(split.files, self._offset, split.end, split.storage_options)
+        self._win = Window(split.files, self._offset, split.end,
+                           storage_options=split.storage_options, opener=open_ranged)
         return iter_records(self._win, split.on_error, self._index, self._scan)
 
     def __next__(self) -> bytes:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from feedline._internal.validate import one_of
-from feedline.dataset.base import RandomAccessDataset
+from feedline.dataset.base import BuildContext, RandomAccessDataset
 
 __all__ = ["indexed_records", "IndexedRecordFiles", "read_records", "record_reader"]
 
@@ -110,7 +110,8 @@ def record_reader(path: str, *, format: str = "auto", on_error: str = "raise",
                   storage_options: dict | None = None) -> Any:
     """A resumable iterator (:class:`~feedline.dataset.iterator.DatasetIterator`) over the
     records of one file: payload ``bytes`` for TFRecord (any compression) and RecordIO,
-    lines (``bytes``) for text and CSV. ``format="auto"`` looks at the file's content."""
+    lines (``bytes``) for text and CSV, samples (dicts, see :mod:`feedline.webdataset`)
+    for a ``tar`` shard. ``format="auto"`` looks at the file's content."""
     if format == "auto":
         from feedline.formats.detect import detect_format as sniff
 
@@ -127,6 +128,12 @@ def record_reader(path: str, *, format: str = "auto", on_error: str = "raise",
         from feedline.formats import text
 
         return text.read_lines(path, storage_options=storage_options)
+    if format == "tar":
+        from feedline.formats import webdataset
+
+        ds = webdataset.read(path, rank=0, world_size=1, on_error=on_error,
+                             storage_options=storage_options)
+        return ds._make_iterator(BuildContext())
     if format == "empty":
         from feedline.dataset.base import IndexIterator
         from feedline.dataset.sources import SequenceDataset

@@ -13,7 +13,8 @@ ranks and workers.
   exact, equal counts per rank;
 * ``split(paths, ..., mode="bytes")`` is MXNet's InputSplit: the files form one byte
   range cut into equal parts, each starting at the next record boundary (see
-  :mod:`feedline.io.input_split`); counts per part may differ.
+  :mod:`feedline.io.input_split`); counts per part may differ. Paths may be fsspec
+  URLs (``storage_options``); each part then reads its byte range with ranged GETs.
 
 ``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialised,
 else to the ``RANK`` and ``WORLD_SIZE`` environment variables, else to 0 and 1.
@@ -103,7 +104,8 @@ def split(
 
         if format == "auto":
             format = "text" if all(p.endswith((".txt", ".csv")) for p in paths) else "recordio"
-        part_split = InputSplit(paths, part, parts, format=format)
+        part_split = InputSplit(paths, part, parts, format=format,
+                                storage_options=storage_options)
         return Dataset.from_source(part_split.iterator, name=f"input_split({part}/{parts})")
     from feedline.io.records import indexed_records
 

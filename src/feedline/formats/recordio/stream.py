@@ -123,7 +123,8 @@ class Window:
     """
 
     __slots__ = (
-        "paths", "sizes", "starts", "end", "buf", "pos", "base", "storage_options", "_fi", "_f"
+        "paths", "sizes", "starts", "end", "buf", "pos", "base", "storage_options", "_fi", "_f",
+        "opener",
     )
 
     def __init__(
@@ -133,8 +134,10 @@ class Window:
         end: int | None = None,
         *,
         storage_options: dict | None = None,
+        opener: Any = None,
     ) -> None:
         self.storage_options = storage_options
+        self.opener = open_file if opener is None else opener
         self.paths = [p for p, _ in files]
         self.sizes = [s for _, s in files]
         self.starts = []
@@ -174,7 +177,7 @@ class Window:
             if i != self._fi:
                 if self._f is not None:
                     self._f.close()
-                self._f = open_file(self.paths[i], "rb", storage_options=self.storage_options)
+                self._f = self.opener(self.paths[i], "rb", storage_options=self.storage_options)
                 self._fi = i
             local = at - self.starts[i]
             self._f.seek(local)

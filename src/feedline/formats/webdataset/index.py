@@ -1,0 +1,230 @@
+"""The sample index of a tar shard: the byte offset of every sample, in a sidecar file.
+
+``<shard>.index`` holds the 8-byte magic ``FLWDSIX1``, the sample count ``n`` and
+``n + 1`` offsets (all little-endian ``uint64``): offset ``i`` is where sample ``i``'s
+first tar header starts, offset ``n`` where the last sample's data ends. Sample ``i`` is
+therefore the byte range ``[offset[i], offset[i + 1])``, which a remote shard serves
+with one ranged GET. :func:`build_index` scans a shard (local or URL) and writes it
+(atomically); :class:`ShardWriter(..., index=True) <feedline.formats.webdataset.writer.ShardWriter>`
+writes it while writing.
+
+:class:`IndexedTarShards` is a :class:`~feedline.dataset.base.RandomAccessDataset` of
+the samples of indexed shards: ``len``, ``ds[i]``, ``global_shuffle`` and
+``shard``/``feedline.split`` with equal counts per rank.
+
+>>> import os, tempfile
+>>> from feedline.formats.webdataset.writer import TarWriter
+>>> path = os.path.join(tempfile.mkdtemp(), "a.tar")
+>>> with TarWriter(path) as w:
+...     for i in range(3): _ = w.write({"__key__": f"k{i}", "cls": i})
+>>> build_index(path).tolist()
+[0, 1024, 2048, 3072]
+>>> ds = IndexedTarShards([path], decode=True)
+>>> len(ds), ds[2]["cls"]
+(3, 2)
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import os
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from feedline._internal.atomic import replace_file
+from feedline._internal.on_error import check_on_error
+from feedline.dataset.base import RandomAccessDataset
+from feedline.exceptions import CorruptRecordError
+from feedline.formats.webdataset._tarscan import SampleScan, samples
+from feedline.storage.fs import is_remote, open_file
+
+__all__ = ["index_path", "build_index", "write_index", "read_index", "IndexedTarShards"]
+
+_MAGIC = b"FLWDSIX1"
+
+
+def index_path(shard: str) -> str:
+    """The sidecar index path of ``shard``: ``shard + ".index"``.
+
+    >>> index_path("s3://bucket/train-000001.tar")
+    's3://bucket/train-000001.tar.index'
+    """
+    return os.fspath(shard) + ".index"
+
+
+def write_index(shard: str, offsets: Sequence[int], *, storage_options: dict | None = None) -> str:
+    """Write ``offsets`` (sample starts, then the data end) as ``shard``'s index
+    (atomically for a local shard); return the index path.
+
+    >>> import os, tempfile
+    >>> shard = os.path.join(tempfile.mkdtemp(), "a.tar")
+    >>> os.path.basename(write_index(shard, [0, 1024, 3072]))
+    'a.tar.index'
+    >>> read_index(shard).tolist()
+    [0, 1024, 3072]
+    """
+    arr = np.asarray(offsets, dtype="<u8")
+    data = _MAGIC + struct.pack("<Q", len(arr) - 1) + arr.tobytes()
+    path = index_path(shard)
+    if is_remote(path):
+        with open_file(path, "wb", storage_options=storage_options) as f:
+            f.write(data)
+    else:
+        replace_file(path, data)
+    return path
+
+
+def read_index(shard: str, *, storage_options: dict | None = None) -> np.ndarray:
+    """The offsets stored in ``shard``'s index (``n + 1`` of them, ``uint64``); a file
+    that is not such an index raises :class:`~feedline.exceptions.CorruptRecordError`.
+
+    >>> import os, tempfile
+    >>> shard = os.path.join(tempfile.mkdtemp(), "b.tar")
+    >>> _ = write_index(shard, [0, 512]); read_index(shard).tolist()
+    [0, 512]
+    """
+    path = index_path(shard)
+    with open_file(path, "rb", storage_options=storage_options) as f:
+        data = f.read()
+    if len(data) < 16 or data[:8] != _MAGIC:
+        raise CorruptRecordError("not a feedline tar index (bad magic)", path=path, offset=0)
+    (n,) = struct.unpack_from("<Q", data, 8)
+    if len(data) != 16 + 8 * (n + 1):
+        raise CorruptRecordError(f"index holds {(len(data) - 16) // 8} offsets, header says "
+                                 f"{n + 1}", path=path, offset=8)
+    return np.frombuffer(data, dtype="<u8", offset=16).astype(np.uint64)
+
+
+def build_index(shard: str | os.PathLike, *, on_error: str = "raise",
+                storage_options: dict | None = None) -> np.ndarray:
+    """Scan ``shard`` (local path or URL), write its index beside it, return the offsets.
+    With ``on_error="skip"`` damaged samples are left out of the index; gzip-compressed
+    shards are refused (``ValueError``: a byte range of them is not a sample).
+
+    >>> import os, tempfile
+    >>> from feedline.formats.webdataset.writer import TarWriter
+    >>> shard = os.path.join(tempfile.mkdtemp(), "c.tar")
+    >>> with TarWriter(shard) as w:
+    ...     _ = w.write({"__key__": "a", "txt": "x", "cls": 1}); _ = w.write({"__key__": "b", "txt": "y"})
+    >>> build_index(shard).tolist()
+    [0, 2048, 3072]
+    """
+    shard = os.fspath(shard)
+    check_on_error(on_error)
+    starts = []
+    scan = SampleScan()
+    with open_file(shard, "rb", storage_options=storage_options) as f:
+        if f.read(2) == b"\x1f\x8b":
+            raise ValueError(f"{shard}: a sample index needs an uncompressed tar shard, "
+                             "this one is gzip-compressed")
+        f.seek(0)
+        for _ in samples(f, shard, scan, on_error=on_error):
+            starts.append(scan.start)
+    offsets = starts + [scan.end if starts else 0]
+    write_index(shard, offsets, storage_options=storage_options)
+    return np.asarray(offsets, dtype=np.uint64)
+
+
+class _Shifted(io.RawIOBase):
+    """A file view of bytes that begin at global offset ``base`` (so errors and seeks
+    use the shard's offsets)."""
+
+    def __init__(self, data: bytes, base: int) -> None:
+        self._b = io.BytesIO(data)
+        self._base = base
+
+    def read(self, n: int = -1) -> bytes:
+        return self._b.read(n)
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if whence == 0:
+            return self._b.seek(max(pos - self._base, 0)) + self._base
+        return self._b.seek(pos, whence) + self._base
+
+    def readable(self) -> bool:
+        return True
+
+
+class IndexedTarShards(RandomAccessDataset):
+    """Random access over the samples of indexed tar shards, in shard order; item ``i``
+    is sample ``i`` counted across the shards. Each item is read with one ranged read
+    (local ``pread`` or a ranged GET) and decoded when ``decode`` is set (``True`` or a
+    list of extensions, see :mod:`feedline.formats.webdataset.decode`). Shards without
+    an index are indexed first (``build_index``; remote ones need write access beside
+    them, or build the indexes beforehand)."""
+
+    def __init__(self, shards: Sequence[str | os.PathLike], *, decode: Any = False,
+                 image_mode: str = "RGB", storage_options: dict | None = None) -> None:
+        super().__init__()
+        self._shards = [os.fspath(s) for s in shards]
+        if not self._shards:
+            raise ValueError("`shards` must name at least one shard, got none")
+        self._decode = decode
+        self._image_mode = image_mode
+        self._so = storage_options
+        self._offsets = []
+        self._starts = [0]
+        for s in self._shards:
+            try:
+                off = read_index(s, storage_options=storage_options)
+            except FileNotFoundError:
+                off = build_index(s, storage_options=storage_options)
+            self._offsets.append(off)
+            self._starts.append(self._starts[-1] + len(off) - 1)
+        self._files: dict[int, Any] = {}
+
+    @property
+    def name(self) -> str:
+        return f"tar_shards({len(self._shards)})"
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    def _read(self, shard: int, begin: int, end: int) -> bytes:
+        path = self._shards[shard]
+        if is_remote(path):
+            from feedline.storage.fs import read_range
+
+            return read_range(path, begin, end, storage_options=self._so)
+        fd = self._files.get(shard)
+        if fd is None:
+            from feedline.storage.fs import strip_file_scheme
+
+            fd = self._files[shard] = os.open(strip_file_scheme(path), os.O_RDONLY)
+        return os.pread(fd, end - begin, begin)
+
+    def _getitem(self, index: int) -> dict[str, Any]:
+        i = bisect.bisect_right(self._starts, index) - 1
+        local = index - self._starts[i]
+        off = self._offsets[i]
+        begin, end = int(off[local]), int(off[local + 1])
+        data = self._read(i, begin, end)
+        scan = SampleScan(index=local, offset=begin)
+        view: Any = _Shifted(data, begin)
+        got = list(samples(view, self._shards[i], scan, end=end))
+        if len(got) != 1:
+            raise CorruptRecordError(f"index entry {local} does not hold one sample "
+                                     f"(found {len(got)}); rebuild the index",
+                                     path=self._shards[i], index=local, offset=begin)
+        sample = got[0]
+        if self._decode:
+            from feedline.formats.webdataset.decode import decode_sample
+
+            fields = None if self._decode is True else self._decode
+            sample = decode_sample(sample, fields=fields, image_mode=self._image_mode)
+        return sample
+
+    def __getstate__(self) -> dict:  # reopen files in worker processes
+        state = self.__dict__.copy()
+        state["_files"] = {}
+        return state
+
+    def close(self) -> None:
+        files, self._files = getattr(self, "_files", {}), {}
+        for fd in files.values():
+            os.close(fd)
+        super().close()

@@ -1,0 +1,240 @@
+"""Writing WebDataset tar shards.
+
+:class:`TarWriter` writes one shard; :class:`ShardWriter` cuts a stream of samples into
+shards of at most ``maxcount`` samples and about ``maxsize`` bytes (a new shard starts
+before a sample when the current one already holds ``maxcount`` samples or ``maxsize``
+bytes, as the webdataset package's ``ShardWriter`` decides).
+
+A sample is a dict with ``"__key__"`` (a string without dots in its last path
+component) and fields named by extension; each field becomes the tar member
+``<key>.<extension>``, written in sorted extension order. Values are encoded by
+extension: ``bytes`` as they are, ``str`` as UTF-8, ``int`` as its decimal text,
+``dict``/``list`` (and anything under ``json``) as JSON, ``numpy`` arrays under ``npy``
+with ``numpy.save``, and ``uint8`` image arrays under ``jpg``/``jpeg``/``png`` through
+:func:`feedline.image.pack.encode_image`. Other ``__*`` entries are not written.
+
+Every shard is written under a temporary name beside its final path and renamed into
+place when it is complete, so a reader never sees half a shard. Tar headers are
+deterministic (POSIX ustar, mode 0444, uid/gid 0, empty user and group names, mtime 0),
+so the same samples always give the same bytes. With ``index=True`` each shard also gets
+its sidecar sample index (:mod:`feedline.formats.webdataset.index`).
+
+>>> import os, tempfile
+>>> d = tempfile.mkdtemp()
+>>> with ShardWriter(os.path.join(d, "train-%06d.tar"), maxcount=2) as w:
+...     for i in range(5):
+...         _ = w.write({"__key__": f"s{i:03d}", "cls": i, "txt": f"sample {i}"})
+>>> sorted(os.listdir(d)), w.shards_written
+(['train-000000.tar', 'train-000001.tar', 'train-000002.tar'], 3)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import tempfile
+from typing import Any
+
+from feedline._internal.closing import Closeable
+from feedline._internal.validate import non_negative_int, positive_int
+from feedline.formats.webdataset._tarscan import split_name
+
+__all__ = ["TarWriter", "ShardWriter", "encode_field"]
+
+
+def encode_field(ext: str, value: Any) -> bytes:
+    """The bytes stored for field ``ext`` holding ``value``; see the module docstring.
+
+    >>> encode_field("cls", 3), encode_field("json", {"a": 1}), encode_field("txt", "é")
+    (b'3', b'{"a": 1}', b'\\xc3\\xa9')
+    """
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    last = ext.rsplit(".", 1)[-1].lower()
+    if last in ("json", "jsn"):
+        return json.dumps(value).encode("utf-8")
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value).encode("ascii")
+    if isinstance(value, (dict, list)):
+        return json.dumps(value).encode("utf-8")
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        if last == "npy":
+            buf = io.BytesIO()
+            np.save(buf, value, allow_pickle=False)
+            return buf.getvalue()
+        if last in ("jpg", "jpeg", "png"):
+            from feedline.image.pack import encode_image
+
+            return encode_image(value, encoding=".png" if last == "png" else ".jpg")
+    raise TypeError(f"field {ext!r}: cannot encode a {type(value).__name__}; pass bytes, str, "
+                    "int, dict/list (json), or a numpy array under npy/jpg/png")
+
+
+def _tmp_beside(path: str) -> tuple[Any, str]:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    return os.fdopen(fd, "wb"), tmp
+
+
+class TarWriter(Closeable):
+    """Write samples into one tar shard at ``path`` (atomically: see the module
+    docstring). ``index=True`` also writes the sidecar index on close.
+
+    ``write(sample)`` returns the number of bytes the sample's members occupy in the
+    archive (headers and padding included). ``count`` is the number of samples written,
+    ``size`` the archive's size so far.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.tar")
+    >>> with TarWriter(path) as w:
+    ...     w.write({"__key__": "x", "txt": "hello"})
+    1024
+    """
+
+    def __init__(self, path: str | os.PathLike, *, index: bool = False) -> None:
+        self.path = os.fspath(path)
+        self.index = bool(index)
+        self._file, self._tmp = _tmp_beside(self.path)
+        self._tar = tarfile.open(fileobj=self._file, mode="w", format=tarfile.USTAR_FORMAT)
+        self.offsets: list[int] = []
+        self.count = 0
+        self._closed = False
+
+    @property
+    def size(self) -> int:
+        return self._tar.offset
+
+    def write(self, sample: dict[str, Any]) -> int:
+        """Write one sample; see the class docstring."""
+        if self._closed:
+            raise ValueError(f"{self.path}: write to a closed TarWriter")
+        key = sample.get("__key__")
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"a sample needs a non-empty string '__key__', got {key!r}")
+        fields = sorted(k for k in sample if not k.startswith("__"))
+        if not fields:
+            raise ValueError(f"sample {key!r} has no fields to write")
+        encoded = [(ext, encode_field(ext, sample[ext])) for ext in fields]
+        for ext, _ in encoded:
+            parts = split_name(f"{key}.{ext}")
+            if parts is None or parts != (key, ext):
+                raise ValueError(f"sample key {key!r} with field {ext!r} would not read back "
+                                 "as the same key: keys must not contain '.' in their last "
+                                 "path component")
+        start = self._tar.offset
+        for ext, data in encoded:
+            info = tarfile.TarInfo(f"{key}.{ext}")
+            info.size = len(data)
+            info.mtime = 0
+            info.mode = 0o444
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            self._tar.addfile(info, io.BytesIO(data))
+        self.offsets.append(start)
+        self.count += 1
+        return self._tar.offset - start
+
+    def close(self) -> None:
+        """Finish the archive and rename it into place (idempotent)."""
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        data_end = self._tar.offset  # where the end-of-archive blocks begin
+        try:
+            self._tar.close()
+            self._file.close()
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self.abort()
+            raise
+        if self.index:
+            from feedline.formats.webdataset.index import write_index
+
+            write_index(self.path, self.offsets + [data_end])
+
+    def abort(self) -> None:
+        """Drop the shard: nothing appears at ``path``."""
+        self._closed = True
+        for closer in (getattr(self, "_file", None),):
+            try:
+                if closer is not None:
+                    closer.close()
+            except OSError:
+                pass
+        if os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if exc_info and exc_info[0] is not None:
+            self.abort()
+        else:
+            self.close()
+
+
+class ShardWriter(Closeable):
+    """Write samples into numbered shards ``pattern % shard`` (``pattern`` such as
+    ``"train-%06d.tar"``), each of at most ``maxcount`` samples and about ``maxsize``
+    bytes; see the module docstring. ``start_shard`` numbers the first shard.
+
+    ``shards_written`` counts the shards started, ``paths`` lists them, ``total`` counts
+    the samples written. Leaving a ``with`` block by an exception drops the shard being
+    written (the finished ones stay).
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with ShardWriter(os.path.join(d, "s-%02d.tar"), maxsize=2048) as w:
+    ...     for i in range(3): _ = w.write({"__key__": str(i), "bin": b"x" * 600})
+    >>> [os.path.basename(p) for p in w.paths], w.total
+    (['s-00.tar', 's-01.tar'], 3)
+    """
+
+    def __init__(self, pattern: str, *, maxcount: int = 100_000, maxsize: int = 3_000_000_000,
+                 start_shard: int = 0, index: bool = False) -> None:
+        if not isinstance(pattern, str) or "%" not in pattern:
+            raise ValueError(f"`pattern` must contain a %-format for the shard number, got {pattern!r}")
+        self.pattern = pattern
+        self.maxcount = positive_int("maxcount", maxcount)
+        self.maxsize = positive_int("maxsize", maxsize)
+        self.shard = non_negative_int("start_shard", start_shard)
+        self.index = index
+        self.paths: list[str] = []
+        self.total = 0
+        self._writer: TarWriter | None = None
+
+    @property
+    def shards_written(self) -> int:
+        return len(self.paths)
+
+    def write(self, sample: dict[str, Any]) -> int:
+        """Write one sample into the current shard (starting a new one first if it is
+        full); returns the bytes it occupies."""
+        w = self._writer
+        if w is None or w.count >= self.maxcount or w.size >= self.maxsize:
+            if w is not None:
+                w.close()
+            path = self.pattern % self.shard
+            self.shard += 1
+            self._writer = w = TarWriter(path, index=self.index)
+            self.paths.append(path)
+        n = w.write(sample)
+        self.total += 1
+        return n
+
+    def close(self) -> None:
+        """Finish the current shard (idempotent)."""
+        w = getattr(self, "_writer", None)
+        if w is not None:
+            self._writer = None
+            w.close()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if exc_info and exc_info[0] is not None and self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+        self.close()
