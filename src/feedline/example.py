@@ -7,10 +7,14 @@ bools and numpy integer arrays become ``int64_list``; floats and numpy floating 
 ``float_list`` (stored as float32); ``bytes`` and ``str`` (UTF-8) ``bytes_list``; a list
 takes the kind of its items (ints mixed with floats give floats). ``None`` or an empty
 Python list writes a ``Feature`` with no list set; an empty numpy array writes an empty
-list of its kind (``np.array([], dtype=bytes)`` for an empty ``bytes_list``). Numbers
+list of its kind (``np.array([], dtype=bytes)`` for an empty ``bytes_list``), and so does
+an empty :class:`BytesList` (what :func:`decode_example` returns for one). Numbers
 are written packed (``packed=False`` writes the older
 unpacked encoding). :func:`decode_example` returns ``{name: value}`` with int64 and
 float32 numpy arrays, lists of ``bytes``, and ``None`` for a ``Feature`` with no list.
+An empty list keeps its kind: an empty ``int64_list``/``float_list`` decodes to an empty
+int64/float32 array and an empty ``bytes_list`` to an empty :class:`BytesList`, so
+``encode_example(decode_example(b)) == b`` for the Examples TensorFlow writes.
 
 >>> data = encode_example({"label": 3, "weights": [0.5, 2.0], "name": "cat"})
 >>> decoded = decode_example(data)
@@ -81,6 +85,7 @@ from feedline._example_spec import (
 from feedline.exceptions import CorruptRecordError
 
 __all__ = [
+    "BytesList",
     "FixedLenFeature",
     "VarLenFeature",
     "RaggedFeature",
@@ -98,6 +103,26 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- encoding
+
+
+class BytesList(list):
+    """A ``list`` of ``bytes`` that is known to be a ``bytes_list``, even when empty.
+
+    :func:`decode_example` returns one for an empty ``bytes_list`` (an empty plain list
+    would encode as a ``Feature`` with no list set); :func:`encode_example` writes it as a
+    ``bytes_list`` whatever its length. It compares, iterates and indexes as a list.
+
+    >>> empty = BytesList()
+    >>> empty == [], encode_example({"t": empty}) == encode_example({"t": []})
+    (True, False)
+    >>> decode_example(encode_example({"t": empty}))["t"]
+    BytesList([])
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"BytesList({list.__repr__(self)})"
 
 
 def _int64_array(name: str, values: Any) -> np.ndarray:
@@ -135,7 +160,7 @@ def _to_feature(name: str, value: Any) -> tuple[str | None, Any]:
     if isinstance(value, (list, tuple, range)):
         items = list(value)
         if not items:
-            return None, None
+            return ("bytes", []) if isinstance(value, BytesList) else (None, None)
         if all(isinstance(v, (bytes, bytearray, memoryview, str)) for v in items):
             return "bytes", [_bytes_item(name, v) for v in items]
         if any(isinstance(v, (bytes, bytearray, memoryview, str)) for v in items):
@@ -234,7 +259,7 @@ def _value(buf: bytes, raw: wire.RawFeature) -> Any:
     if raw.kind is None:
         return None
     if raw.kind == "bytes":
-        return raw.chunks(buf)
+        return raw.chunks(buf) if raw.starts else BytesList()
     data = b"".join(raw.chunks(buf))
     if raw.kind == "float":
         return np.frombuffer(data, dtype="<f4").astype(np.float32)
