@@ -58,7 +58,92 @@ from feedline.exceptions import CheckpointError, FeedError
 from feedline.train.distributed import split_dataset
 from feedline.train.runner import RunnerContext, RunnerItem
 
-__all__ = ["DataProvider", "as_dataset"]
+__all__ = ["DataProvider", "ProviderSettings", "as_dataset", "provider_dataset"]
+
+
+class ProviderSettings:
+    """The ``settings`` object a data provider function receives (PaddlePaddle's
+    PyDataProvider2 ``settings``): ``input_types`` (``{name: type}`` of the network, or
+    ``None``), ``is_train``, ``logger``, plus the keyword arguments of
+    ``@net.provider(...)`` as attributes.
+
+    >>> ProviderSettings(is_train=False, dictionary={"a": 0}).dictionary
+    {'a': 0}
+    """
+
+    def __init__(self, *, input_types: Any = None, is_train: bool = True, **kwargs: Any) -> None:
+        import logging
+
+        self.input_types = input_types
+        self.is_train = bool(is_train)
+        self.logger = logging.getLogger(__name__)
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+    def __repr__(self) -> str:
+        return f"ProviderSettings(is_train={self.is_train})"
+
+
+class _ApplyProvider:
+    """flat_map stage: a file name -> the samples ``method`` yields for it."""
+
+    def __init__(self, method: Any, settings: ProviderSettings) -> None:
+        self.method = method
+        self.settings = settings
+        self.takes_settings = _takes_settings(method)
+        self.__name__ = getattr(method, "__name__", "provider")
+
+    def __call__(self, filename: Any) -> Any:
+        if self.takes_settings:
+            return self.method(self.settings, filename)
+        return self.method(filename)
+
+
+def _takes_settings(method: Any) -> bool:
+    import inspect
+
+    try:
+        params = list(inspect.signature(method).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is p.VAR_POSITIONAL for p in params) or len(positional) >= 2:
+        return True
+    if len(positional) == 1:
+        return False
+    raise TypeError(
+        f"a data provider function takes (settings, filename) or (filename), got "
+        f"{getattr(method, '__name__', method)!r} taking none"
+    )
+
+
+def provider_dataset(method: Any, file_list: Any, *, input_types: Any = None,
+                     is_train: bool = True) -> Dataset:
+    """The samples of a PaddlePaddle data provider: ``method`` applied to each file of
+    ``file_list`` in order, as a :class:`~feedline.Dataset` (resumable: a restored
+    iterator re-opens the current file and skips the samples already read).
+
+    ``method(settings, filename)`` (or ``method(filename)``) yields samples: dicts keyed by
+    input name, or tuples in the network's input order. ``settings`` is a
+    :class:`ProviderSettings` with ``input_types``, ``is_train`` and the keyword
+    arguments of ``@net.provider(...)``.
+
+    >>> def process(settings, filename):
+    ...     for i in range(2):
+    ...         yield {"x": f"{filename}:{i}", "train": settings.is_train}
+    >>> provider_dataset(process, ["a", "b"]).to_list()[1:3]
+    [{'x': 'a:1', 'train': True}, {'x': 'b:0', 'train': True}]
+    """
+    if not callable(method):
+        raise TypeError(f"`method` must be a data provider function, got {method!r}")
+    if isinstance(file_list, (str, bytes)) or not hasattr(file_list, "__iter__"):
+        raise TypeError(f"`file_list` must be a list of file names, got {file_list!r}")
+    files = [str(f) if not isinstance(f, str) else f for f in file_list]
+    if not files:
+        raise ValueError("`file_list` must name at least one file, got none")
+    settings = ProviderSettings(input_types=input_types, is_train=is_train,
+                                **getattr(method, "provider_settings", {}))
+    return Dataset.from_iterable(files).flat_map(_ApplyProvider(method, settings))
 
 
 def as_dataset(data: Any) -> Dataset:
