@@ -328,3 +328,40 @@ def test_sparse_update_configuration_errors():
     with pytest.raises(ValueError, match="`sparse_update` names 'out', which is not an embedding "
                                          "of the model \\(its embeddings: 'embedding'\\)"):
         net.create_model()
+
+
+# --------------------------------------------------------------------------- CSC inputs
+
+
+class _SparseLinear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(-1, 1, 12).reshape(6, 2))
+
+    def forward(self, x):
+        self.layouts.append(x.layout)
+        return x @ self.weight
+
+
+def test_sparse_inputs_train_alike_as_csr_and_csc():
+    """Seed: PaddlePaddle's Argument, sparse inputs in the SPARSE_CSR and SPARSE_CSC
+    formats (``sparse_binary_vector``/``sparse_float_vector`` fed as CSC tensors)."""
+    samples = [([(0, 1.0), (3, 2.0)], 1), ([(5, -1.0)], 0), ([], 1), ([(1, 0.5), (2, 1.5)], 0)]
+    results = {}
+    for layout in ("csr", "csc"):
+        model = _SparseLinear()
+        model.layouts = []
+        net = network(inputs={"x": data_type.sparse_float_vector(6),
+                              "label": data_type.integer_value(2)},
+                      learning_rate=0.1, learning_method=SGD(), batch_size=2)(model)
+        builder = RunnerBuilder(network=net).with_std_local_trainer(
+            Dataset.from_random_access(samples), sparse_layout=layout)
+        result = builder.run(3)
+        results[layout] = result.params["weight"]
+        expected = torch.sparse_csc if layout == "csc" else torch.sparse_csr
+        assert model.layouts and set(model.layouts) == {expected}
+    assert torch.allclose(results["csr"], results["csc"], atol=1e-6)
+    assert not torch.equal(results["csr"], torch.linspace(-1, 1, 12).reshape(6, 2))
+    with pytest.raises(ValueError, match="`sparse_layout` must be one of 'csr', 'csc', got 'coo'"):
+        RunnerBuilder(network=net).with_std_local_trainer(
+            Dataset.from_random_access(samples), sparse_layout="coo")

@@ -129,7 +129,7 @@ class RunnerBuilder:
                                feeding: Any = None, batch_size: int | None = None,
                                drop_last: bool = False, prefetch: int = 0, shard: bool = True,
                                split_mode: str = "strided", remainder: str = "pad",
-                               stats: bool = False) -> RunnerBuilder:
+                               stats: bool = False, sparse_layout: str = "csr") -> RunnerBuilder:
         """Train on ``data`` (a Dataset or reader); see :class:`~feedline.train.items.DataProvider`
         for the options. ``batch_size`` is per process.
 
@@ -140,7 +140,7 @@ class RunnerBuilder:
         data = self._data(data, method, file_list, is_train=True)
         self._trainer = dict(data=data, feeding=feeding, batch_size=batch_size, drop_last=drop_last,
                              prefetch=prefetch, shard=shard, split_mode=split_mode,
-                             remainder=remainder, stats=stats)
+                             remainder=remainder, stats=stats, sparse_layout=sparse_layout)
         DataProvider(**self._trainer)
         return self
 

@@ -183,7 +183,8 @@ class DataProvider(RunnerItem):
     yields batches). ``drop_last``: drop a last smaller batch. ``prefetch``: convert up
     to this many batches ahead in a background thread (0: in the training thread).
     ``shard``, ``split_mode``, ``remainder``: data-parallel splitting (see above).
-    ``sequence``, ``non_blocking``: passed to :func:`~feedline.to_torch.to_torch`.
+    ``sequence``, ``non_blocking``, ``sparse_layout`` (``"csr"`` or ``"csc"``: the layout
+    of sparse inputs' tensors): passed to :func:`~feedline.to_torch.to_torch`.
     ``stats``: time every pipeline stage (``dataset.iterator(stats=True)``); after each
     pass ``last_stats`` holds its :class:`~feedline.runtime.stats.StatsReport`.
     ``state_key``: checkpoint entry name (testers use ``None``: they always start a pass
@@ -205,6 +206,7 @@ class DataProvider(RunnerItem):
         remainder: str = "pad",
         sequence: str = "padded",
         non_blocking: bool = False,
+        sparse_layout: str = "csr",
         stats: bool = False,
         state_key: str | None = "data",
     ) -> None:
@@ -218,6 +220,7 @@ class DataProvider(RunnerItem):
         self.remainder = one_of("remainder", remainder, ("pad", "drop", "keep"))
         self.sequence = one_of("sequence", sequence, ("padded", "packed", "flat"))
         self.non_blocking = bool(non_blocking)
+        self.sparse_layout = one_of("sparse_layout", sparse_layout, ("csr", "csc"))
         self._convert: Any = None  # to_torch with these options, built on first use
         self.stats = bool(stats)
         self.last_stats: Any = None
@@ -288,7 +291,8 @@ class DataProvider(RunnerItem):
             from feedline.to_torch import converter
 
             convert = self._convert = converter(device=ctx.device, non_blocking=self.non_blocking,
-                                                sequence=self.sequence)
+                                                sequence=self.sequence,
+                                                sparse_layout=self.sparse_layout)
         ctx.batch = batch
         ctx.inputs = convert(values)
         ctx.batch_size = len(batch)
