@@ -307,12 +307,90 @@ def test_tensorflow_records_reencode_byte_identically(records):
     empty_bytes_lists = 0
     for r in records:
         decoded = ex.decode_example(r)
-        for k, v in decoded.items():
+        for v in decoded.values():
             if isinstance(v, list) and not v:  # an empty bytes_list, not a kind-less Feature
-                decoded[k] = np.array([], dtype=bytes)
+                assert isinstance(v, ex.BytesList) and v == []
                 empty_bytes_lists += 1
         assert ex.encode_example(decoded) == r
     assert empty_bytes_lists > 0
+
+
+def test_empty_lists_keep_their_kind():
+    blob = ex.encode_example({"b": ex.BytesList(), "i": np.array([], np.int64),
+                              "f": np.array([], np.float32), "none": None})
+    d = ex.decode_example(blob)
+    assert type(d["b"]) is ex.BytesList and d["b"] == []
+    assert d["i"].dtype == np.int64 and d["i"].size == 0
+    assert d["f"].dtype == np.float32 and d["f"].size == 0
+    assert d["none"] is None
+    assert ex.encode_example(d) == blob
+    # each empty kind is written as that kind, not as a kind-less Feature
+    kindless = ex.encode_example({"b": None, "i": None, "f": None, "none": None})
+    assert blob != kindless and len(blob) == len(kindless) + 3 * 2
+    ctx, lists = ex.decode_sequence_example(
+        ex.encode_sequence_example({"b": ex.BytesList()}, {"s": [ex.BytesList(), [b"x"]]}))
+    assert type(ctx["b"]) is ex.BytesList and type(lists["s"][0]) is ex.BytesList
+
+
+@pytest.mark.parametrize(
+    "name", ["public/pwnall_singles.tfrecords", "public/tfx_penguin_eval.tfrecord.gz"]
+)
+def test_public_examples_reencode_byte_identically(fixtures_dir, name):
+    recs = list(tfrecord.read(fixtures_dir / name))
+    assert recs
+    for r in recs:
+        assert ex.encode_example(ex.decode_example(r)) == r
+
+
+def test_public_sequence_examples_reencode_byte_identically(fixtures_dir):
+    recs = list(tfrecord.read(fixtures_dir / "public" / "tfx_sequence_eval.tfrecord.gz"))[:500]
+    for r in recs:
+        assert ex.encode_sequence_example(*ex.decode_sequence_example(r)) == r
+
+
+_TF_HOLDOUT = r"""
+import base64, json, tensorflow as tf
+F = tf.train.Feature
+kinds = {
+    "b": lambda v: F(bytes_list=tf.train.BytesList(value=v)),
+    "i": lambda v: F(int64_list=tf.train.Int64List(value=v)),
+    "f": lambda v: F(float_list=tf.train.FloatList(value=v)),
+}
+vals = {"b": [[], [b""], [b"ab", b""]], "i": [[], [0], [-1, 2**40]], "f": [[], [0.0], [-0.5, 3.25]]}
+out = []
+for n in range(27):
+    feats = {}
+    for j, k in enumerate("bif"):
+        v = vals[k][(n // 3 ** j) % 3]
+        feats[k + str(n % 4)] = kinds[k](v)
+        if n % 5 == 0:
+            feats["none" + k] = F()
+    ex = tf.train.Example(features=tf.train.Features(feature=feats))
+    out.append(base64.b64encode(ex.SerializeToString()).decode())
+print(json.dumps(out))
+"""
+
+
+def test_holdout_examples_written_by_tensorflow_reencode_byte_identically():
+    """Examples with empty bytes/int64/float lists written by TensorFlow in a subprocess
+    (the peer environment ``../peers/tensorflow``) decode and re-encode byte-identically."""
+    import pathlib
+    import subprocess
+
+    python = pathlib.Path(__file__).resolve().parents[1].parent / "peers" / "tensorflow" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("the TensorFlow peer environment ../peers/tensorflow is not installed")
+    proc = subprocess.run([str(python), "-c", _TF_HOLDOUT], capture_output=True, text=True,
+                          timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    blobs = [base64.b64decode(b) for b in json.loads(proc.stdout.strip().splitlines()[-1])]
+    assert len(blobs) == 27
+    empties = 0
+    for blob in blobs:
+        decoded = ex.decode_example(blob)
+        empties += sum(1 for v in decoded.values() if v is not None and len(v) == 0)
+        assert ex.encode_example(decoded) == blob
+    assert empties == 27  # nine empty lists of each kind
 
 
 def test_sequence_example_round_trip():

@@ -60,6 +60,45 @@ def test_csr_tensor_matches_scipy_and_torch(rows):
     assert np.allclose((t @ torch.from_numpy(w)).numpy(), ref @ w, atol=1e-4)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.dictionaries(st.integers(0, 11), st.floats(-3, 3, width=32), max_size=5),
+                min_size=1, max_size=6))
+def test_csc_tensor_matches_scipy_and_the_csr_tensor(rows):
+    value = DataFeeder([("s", dt.sparse_vector(12))])([(list(r.items()),) for r in rows])["s"]
+    t = to_torch(value, sparse_layout="csc")
+    assert t.layout == torch.sparse_csc and tuple(t.shape) == (len(rows), 12)
+    ref = value.to_scipy().tocsc()
+    ref.sort_indices()
+    assert np.array_equal(t.to_dense().numpy(), to_torch(value).to_dense().numpy())
+    assert t.ccol_indices().tolist() == ref.indptr.tolist()
+    assert t.row_indices().tolist() == ref.indices.tolist()
+    assert t.values().tolist() == ref.data.tolist()
+    torch.sparse.check_sparse_tensor_invariants.enable()
+    try:  # torch's own invariants (sorted, unique rows per column) hold
+        torch.sparse_csc_tensor(t.ccol_indices(), t.row_indices(), t.values(), size=t.shape)
+    finally:
+        torch.sparse.check_sparse_tensor_invariants.disable()
+    w = np.arange(12 * 2, dtype=np.float32).reshape(12, 2)
+    assert np.allclose((t @ torch.from_numpy(w)).numpy(), ref @ w, atol=1e-4)
+
+
+def test_binary_csc_and_flat_sparse_sequences_and_dicts():
+    feeder = DataFeeder([("b", dt.sparse_binary_vector(4)),
+                         ("q", dt.sparse_binary_vector_sequence(4))])
+    fed = feeder([([3, 0], [[1], [1, 2]]), ([], [[3]])])
+    out = to_torch(fed, sparse_layout="csc", sequence="flat")
+    b = out["b"]
+    assert b.layout == torch.sparse_csc and b.values().dtype == torch.float32
+    assert b.ccol_indices().tolist() == [0, 1, 1, 1, 2] and b.row_indices().tolist() == [0, 0]
+    assert b.to_dense().tolist() == [[1, 0, 0, 1], [0, 0, 0, 0]]
+    tokens = out["q"].values
+    assert tokens.layout == torch.sparse_csc
+    assert tokens.to_dense().tolist() == [[0, 1, 0, 0], [0, 1, 1, 0], [0, 0, 0, 1]]
+    assert out["q"].sequence_start_positions.tolist() == [0, 2, 3]
+    ccol, rows, values = fed["b"].to_csc()
+    assert (ccol.tolist(), rows.tolist(), values) == ([0, 1, 1, 1, 2], [0, 0], None)
+
+
 def test_binary_csr_gets_float_ones():
     value = DataFeeder([("b", dt.sparse_binary_vector(3))])([([2, 0],)])["b"]
     t = to_torch(value)
@@ -159,6 +198,7 @@ def test_other_objects_pass_through_and_containers_recurse():
         ("sparse_seq", {"sequence": "packed"}, r"sequence='packed' needs dense or id tokens"),
         ("sub_seq", {"sequence": "packed"}, r"sequence='packed' needs a plain sequence batch"),
         ("seq", {"sequence": "ragged"}, r"`sequence` must be one of 'padded', 'packed', 'flat'"),
+        ("seq", {"sparse_layout": "coo"}, r"`sparse_layout` must be one of 'csr', 'csc', got 'coo'"),
     ],
 )
 def test_errors(value, kwargs, match):

@@ -145,6 +145,25 @@ class SparseValue:
         np.add.at(out, (rows, self.indices), data)
         return out
 
+    def to_csc(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """The same matrix in CSC form: ``(ccol_indices, row_indices, values)``.
+
+        Column ``c`` holds ``values[ccol_indices[c]:ccol_indices[c + 1]]`` at the rows
+        ``row_indices[ccol_indices[c]:ccol_indices[c + 1]]``, rows ascending (PaddlePaddle's
+        ``SPARSE_CSC`` layout, torch's ``sparse_csc``). ``ccol_indices`` has ``dim + 1``
+        int64 entries; ``values`` is ``None`` for binary vectors, like :attr:`values`.
+
+        >>> v = SparseValue(np.array([0, 2, 3]), np.array([1, 4, 1]), np.array([5., 6., 7.]), (2, 5))
+        >>> [a.tolist() for a in v.to_csc()]
+        [[0, 0, 2, 2, 2, 3], [0, 1, 0], [5.0, 7.0, 6.0]]
+        """
+        indices = np.asarray(self.indices, dtype=np.int64)
+        rows = np.repeat(np.arange(self.shape[0], dtype=np.int64), self.row_lengths)
+        order = np.argsort(indices, kind="stable")  # rows stay ascending within a column
+        ccol = offsets_of(np.bincount(indices, minlength=self.shape[1]))
+        values = None if self.values is None else np.asarray(self.values)[order]
+        return ccol, rows[order], values
+
     def to_scipy(self) -> Any:
         """A ``scipy.sparse.csr_array`` (needs scipy)."""
         from feedline._internal.optional import require

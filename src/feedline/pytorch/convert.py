@@ -7,7 +7,8 @@
 * a :class:`~feedline.feeder.SparseValue` -> ``torch.sparse_csr_tensor`` of the declared
   ``(rows, dim)`` size; binary vectors get float32 ones as values. The CSR invariants
   are checked on the host first (:meth:`SparseValue.check`), since torch's kernels
-  trust them;
+  trust them. ``sparse_layout="csc"`` gives ``torch.sparse_csc_tensor`` instead (the
+  same matrix, column-compressed: PaddlePaddle's ``SPARSE_CSC``);
 * a :class:`~feedline.feeder.SequenceValue`, by ``sequence=``:
 
   - ``"padded"`` (default): :class:`PaddedSequence` ``(data, lengths)`` with ``data`` of
@@ -77,8 +78,10 @@ class PaddedSubSequence(NamedTuple):
 
 
 class _Converter:
-    def __init__(self, torch: Any, device: Any, pin: bool, non_blocking: bool) -> None:
+    def __init__(self, torch: Any, device: Any, pin: bool, non_blocking: bool,
+                 layout: str = "csr") -> None:
         self.torch = torch
+        self.layout = layout
         self.device = None if device is None else torch.device(device)
         if self.device is not None and self.device.type == "cpu":
             self.device = None  # from_numpy tensors are on the CPU already
@@ -112,6 +115,15 @@ class _Converter:
 
     def sparse(self, v: SparseValue) -> Any:
         v.check()  # on the host, so torch need not check on the device
+        if self.layout == "csc":
+            ccol, rows, values = v.to_csc()
+            vals = np.ones(len(rows), np.float32) if values is None else values
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Sparse CSC tensor support is in beta")
+                return self.torch.sparse_csc_tensor(
+                    self.tensor(ccol), self.tensor(rows), self.tensor(vals),
+                    size=tuple(v.shape), check_invariants=False,
+                )
         crow = self.tensor(np.asarray(v.indptr, dtype=np.int64))
         col = self.tensor(np.asarray(v.indices, dtype=np.int64))
         vals = self.tensor(v.data(np.float32))
@@ -142,6 +154,7 @@ def to_torch(
     padding_value: float = 0,
     batch_first: bool = True,
     reverse: bool = False,
+    sparse_layout: str = "csr",
 ) -> Any:
     """Convert a feeder value, or a dict/list/tuple of them, to tensors.
 
@@ -153,10 +166,14 @@ def to_torch(
     >>> csr = to_torch(SparseValue(np.array([0, 1, 1]), np.array([2]), None, (2, 3)))
     >>> csr.layout, csr.to_dense().tolist()
     (torch.sparse_csr, [[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    >>> csc = to_torch(SparseValue(np.array([0, 1, 1]), np.array([2]), None, (2, 3)),
+    ...                sparse_layout="csc")
+    >>> csc.layout, csc.ccol_indices().tolist(), csc.to_dense().tolist()
+    (torch.sparse_csc, [0, 0, 0, 1], [[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
     """
     return converter(device=device, pin_memory=pin_memory, non_blocking=non_blocking,
                      sequence=sequence, padding_value=padding_value, batch_first=batch_first,
-                     reverse=reverse)(value)
+                     reverse=reverse, sparse_layout=sparse_layout)(value)
 
 
 def converter(
@@ -168,6 +185,7 @@ def converter(
     padding_value: float = 0,
     batch_first: bool = True,
     reverse: bool = False,
+    sparse_layout: str = "csr",
 ) -> Callable[[Any], Any]:
     """:func:`to_torch` with its options checked once: a function of the value alone,
     for converting batch after batch. A CPU ``device`` converts as ``None`` does.
@@ -179,7 +197,8 @@ def converter(
     """
     torch = require("torch", extra="torch")
     one_of("sequence", sequence, ("padded", "packed", "flat"))
-    conv = _Converter(torch, device, pin_memory, non_blocking)
+    one_of("sparse_layout", sparse_layout, ("csr", "csc"))
+    conv = _Converter(torch, device, pin_memory, non_blocking, sparse_layout)
     options = (sequence, padding_value, bool(batch_first), bool(reverse))
     return functools.partial(_convert_value, conv, options)
 

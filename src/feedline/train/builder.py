@@ -57,6 +57,7 @@ from feedline.train.items import (
     TestOps,
     TrainOps,
 )
+from feedline.train.items.data_provider import provider_dataset
 from feedline.train.network import Network
 from feedline.train.runner import Runner, RunnerContext, RunnerItem
 
@@ -124,26 +125,50 @@ class RunnerBuilder:
         self._extra: list[RunnerItem] = []
 
     # ------------------------------------------------------------------ configuration
-    def with_std_local_trainer(self, data: Any, *, feeding: Any = None, batch_size: int | None = None,
+    def with_std_local_trainer(self, data: Any = None, *, method: Any = None, file_list: Any = None,
+                               feeding: Any = None, batch_size: int | None = None,
                                drop_last: bool = False, prefetch: int = 0, shard: bool = True,
                                split_mode: str = "strided", remainder: str = "pad",
-                               stats: bool = False) -> RunnerBuilder:
+                               stats: bool = False, sparse_layout: str = "csr") -> RunnerBuilder:
         """Train on ``data`` (a Dataset or reader); see :class:`~feedline.train.items.DataProvider`
-        for the options. ``batch_size`` is per process."""
+        for the options. ``batch_size`` is per process.
+
+        PaddlePaddle's form ``with_std_local_trainer(method=process, file_list=[...])``
+        trains on the samples the data provider function ``process(settings, filename)``
+        yields for each file in turn (:func:`~feedline.train.items.provider_dataset`).
+        """
+        data = self._data(data, method, file_list, is_train=True)
         self._trainer = dict(data=data, feeding=feeding, batch_size=batch_size, drop_last=drop_last,
                              prefetch=prefetch, shard=shard, split_mode=split_mode,
-                             remainder=remainder, stats=stats)
+                             remainder=remainder, stats=stats, sparse_layout=sparse_layout)
         DataProvider(**self._trainer)
         return self
 
-    def with_std_tester(self, data: Any, *, feeding: Any = None, batch_size: int | None = None,
+    def with_std_tester(self, data: Any = None, *, method: Any = None, file_list: Any = None,
+                        feeding: Any = None, batch_size: int | None = None,
                         every_n_passes: int = 1, prefetch: int = 0, shard: bool = True) -> RunnerBuilder:
         """Test on ``data`` after every ``every_n_passes`` training passes (or, without a
-        trainer, build a test runner); see :class:`~feedline.train.items.TestOnPassEnd`."""
+        trainer, build a test runner); see :class:`~feedline.train.items.TestOnPassEnd`.
+        ``method=..., file_list=...``: a data provider, as for the trainer (its
+        ``settings.is_train`` is false)."""
+        data = self._data(data, method, file_list, is_train=False)
         self._tester = dict(data=data, feeding=feeding, batch_size=batch_size,
                             every_n_passes=every_n_passes, prefetch=prefetch, shard=shard)
         TestOnPassEnd(**self._tester)
         return self
+
+    def _data(self, data: Any, method: Any, file_list: Any, *, is_train: bool) -> Any:
+        if method is None and file_list is None:
+            if data is None:
+                raise TypeError("give the data: `data`, or `method=` and `file_list=`")
+            return data
+        if data is not None:
+            raise TypeError("give either `data` or `method=` with `file_list=`, not both")
+        if method is None or file_list is None:
+            missing = "method" if method is None else "file_list"
+            raise TypeError(f"a data provider needs both `method` and `file_list`; `{missing}` is missing")
+        return provider_dataset(method, file_list, input_types=self.network.input_types,
+                                is_train=is_train)
 
     def with_event_handler(self, handler: Any) -> RunnerBuilder:
         """Call ``handler(event)`` with the v2 events (:mod:`feedline.train.events`)."""

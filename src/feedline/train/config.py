@@ -46,6 +46,15 @@ class Optimizer:
     def build(self, params: Any, *, learning_rate: float, weight_decay: float = 0.0) -> Any:
         raise NotImplementedError  # pragma: no cover
 
+    def build_sparse(self, params: Any, *, learning_rate: float) -> Any:
+        """The torch optimizer for parameters whose gradients are sparse (embedding tables
+        with ``sparse_update``): it changes only the rows a batch touched. ``ValueError``
+        for a learning method without a sparse form."""
+        raise ValueError(
+            f"`sparse_update` needs a learning method with sparse updates (SGD or "
+            f"AdamOptimizer), got {self!r}"
+        )
+
 
 @dataclass(frozen=True)
 class SGD(Optimizer):
@@ -55,6 +64,12 @@ class SGD(Optimizer):
         import torch
 
         return torch.optim.SGD(params, lr=learning_rate, weight_decay=weight_decay)
+
+    def build_sparse(self, params: Any, *, learning_rate: float) -> Any:
+        """``torch.optim.SGD`` (it steps sparse gradients row by row)."""
+        import torch
+
+        return torch.optim.SGD(params, lr=learning_rate)
 
 
 @dataclass(frozen=True)
@@ -94,6 +109,13 @@ class AdamOptimizer(Optimizer):
 
         return torch.optim.Adam(params, lr=learning_rate, betas=(self.beta1, self.beta2),
                                 eps=self.epsilon, weight_decay=weight_decay)
+
+    def build_sparse(self, params: Any, *, learning_rate: float) -> Any:
+        """``torch.optim.SparseAdam``: Adam's moments and step on the touched rows only."""
+        import torch
+
+        return torch.optim.SparseAdam(params, lr=learning_rate, betas=(self.beta1, self.beta2),
+                                      eps=self.epsilon)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,21 @@ How a batch goes through the model:
   model's output *is* the cost;
 * ``metrics``: ``{name: fn(output, label)}`` returning the batch's mean value; passes
   report sample-weighted means.
+
+As in PaddlePaddle's Runner design, the decorated object is also the *factory* of the
+configured network: calling it returns the network (``mnist = mnist_network()``), and
+``mnist_network(learning_rate=...)`` returns a copy with those settings replaced.
+
+>>> tiny() is tiny, tiny(batch_size=16).batch_size
+(True, 16)
+
+**Sparse-row updates** (PaddlePaddle's ``sparse_update=True`` parameters):
+``sparse_update=True`` makes every ``torch.nn.Embedding``/``EmbeddingBag`` of the model
+produce sparse gradients, ``sparse_update=("name", ...)`` only the embeddings with those
+module names (``model.named_modules()``). The updater steps those tables with the
+learning method's sparse form (``SGD`` -> ``torch.optim.SGD``, ``AdamOptimizer`` ->
+``torch.optim.SparseAdam``), so a batch changes only the rows it looked up; L2
+regularization and gradient clipping apply to the other (dense) parameters.
 """
 
 from __future__ import annotations
@@ -113,6 +128,7 @@ class Network:
         regularization: L2Regularization | None = None,
         gradient_clipping_threshold: float | None = None,
         max_grad_norm: float | None = None,
+        sparse_update: bool | Sequence[str] = False,
     ) -> None:
         self.inputs = _inputs(inputs)
         types = dict(self.inputs)
@@ -177,6 +193,21 @@ class Network:
         self.max_grad_norm = (
             None if max_grad_norm is None else check_float("max_grad_norm", max_grad_norm, low_open=True)
         )
+        if isinstance(sparse_update, bool):
+            self.sparse_update: bool | tuple[str, ...] = sparse_update
+        elif (isinstance(sparse_update, Sequence) and not isinstance(sparse_update, (str, bytes))
+              and sparse_update and all(isinstance(n, str) for n in sparse_update)):
+            self.sparse_update = tuple(sparse_update)
+        else:
+            raise TypeError(
+                "`sparse_update` must be a bool or a non-empty list of embedding module names, "
+                f"got {sparse_update!r}"
+            )
+        if self.sparse_update and type(learning_method).build_sparse is Optimizer.build_sparse:
+            raise ValueError(
+                "`sparse_update` needs a learning method with sparse updates (SGD or "
+                f"AdamOptimizer), got {learning_method!r}"
+            )
         self._model = model
         self._by_reference = False
         if callable(model) and not _is_module(model):
@@ -216,8 +247,36 @@ class Network:
             "batch_size": self.batch_size, "model_average": self.model_average,
             "regularization": self.regularization,
             "gradient_clipping_threshold": self.gradient_clipping_threshold,
-            "max_grad_norm": self.max_grad_norm,
+            "max_grad_norm": self.max_grad_norm, "sparse_update": self.sparse_update,
         }
+
+    def __call__(self, **overrides: Any) -> Network:
+        """The configured network: ``self``, or with ``overrides`` a new :class:`Network`
+        over the same model function with those settings replaced (validated)."""
+        if not overrides:
+            return self
+        unknown = set(overrides) - set(self.settings())
+        if unknown:
+            raise TypeError(f"unknown network settings: {', '.join(sorted(unknown))}")
+        settings = {**self.settings(), **overrides}
+        if "metrics" not in overrides and settings["cost"] != self.cost:
+            settings["metrics"] = None
+        return Network(self._model, **settings)
+
+    def provider(self, **kwargs: Any) -> Callable[[Callable], Callable]:
+        """Decorator marking a data provider function for this network (PaddlePaddle's
+        ``@net.provider()``): ``process(settings, filename)`` yields samples (dicts keyed
+        by input name, or tuples in declaration order); ``kwargs`` become attributes of the
+        ``settings`` object it receives. The function itself is returned unchanged but for
+        those settings; give it to ``with_std_local_trainer(method=..., file_list=...)``.
+        """
+        def mark(fn: Callable) -> Callable:
+            if not callable(fn):
+                raise TypeError(f"@provider wraps a function, got {fn!r}")
+            fn.provider_settings = dict(kwargs)  # type: ignore[attr-defined]
+            return fn
+
+        return mark
 
     # ------------------------------------------------------------------ use
     @property
@@ -237,7 +296,7 @@ class Network:
         (or all of them with ``**kwargs``).
         """
         if _is_module(self._model):
-            return self._model
+            return self._set_sparse(self._model)
         fn = self._model
         kwargs = {}
         try:
@@ -255,6 +314,23 @@ class Network:
                 f"the network function {self.__qualname__} must return a torch.nn.Module, "
                 f"got {type(model).__name__}"
             )
+        return self._set_sparse(model)
+
+    def _set_sparse(self, model: Any) -> Any:
+        if not self.sparse_update:
+            return model
+        import torch
+
+        tables = {n: m for n, m in model.named_modules()
+                  if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))}
+        names = list(tables) if self.sparse_update is True else list(self.sparse_update)
+        for name in names:
+            if name not in tables:
+                raise ValueError(
+                    f"`sparse_update` names {name!r}, which is not an embedding of the model "
+                    f"(its embeddings: {', '.join(map(repr, tables)) or 'none'})"
+                )
+            tables[name].sparse = True
         return model
 
     def data_feeder(self, feeding: Any = None) -> Any:
@@ -336,6 +412,7 @@ def network(
     regularization: L2Regularization | None = None,
     gradient_clipping_threshold: float | None = None,
     max_grad_norm: float | None = None,
+    sparse_update: bool | Sequence[str] = False,
 ) -> Callable[[Any], Network]:
     """Decorator: ``@network(inputs=..., ...)`` over a model function -> :class:`Network`.
 
@@ -347,14 +424,16 @@ def network(
     to ``[-t, t]`` (PaddlePaddle's meaning); ``max_grad_norm``: scale the gradients so
     their global L2 norm is at most this; ``batch_size``: the default batch size of
     trainers built from this network. ``label``, ``cost`` and ``metrics``: see the
-    module docstring. Calling it on a ``torch.nn.Module`` instance works too:
-    ``network(inputs=...)(module)``.
+    module docstring; ``sparse_update``: sparse-row updates of embedding tables (see the
+    module docstring). Calling it on a ``torch.nn.Module`` instance works too:
+    ``network(inputs=...)(module)``. The result is the network and its own factory:
+    ``net() is net``.
     """
     settings = dict(
         inputs=inputs, label=label, cost=cost, metrics=metrics, learning_rate=learning_rate,
         learning_method=learning_method, batch_size=batch_size, model_average=model_average,
         regularization=regularization, gradient_clipping_threshold=gradient_clipping_threshold,
-        max_grad_norm=max_grad_norm,
+        max_grad_norm=max_grad_norm, sparse_update=sparse_update,
     )
     Network(_Probe(), **settings)  # validate now, at decoration time
 

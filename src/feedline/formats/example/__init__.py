@@ -7,10 +7,14 @@ bools and numpy integer arrays become ``int64_list``; floats and numpy floating 
 ``float_list`` (stored as float32); ``bytes`` and ``str`` (UTF-8) ``bytes_list``; a list
 takes the kind of its items (ints mixed with floats give floats). ``None`` or an empty
 Python list writes a ``Feature`` with no list set; an empty numpy array writes an empty
-list of its kind (``np.array([], dtype=bytes)`` for an empty ``bytes_list``). Numbers
+list of its kind (``np.array([], dtype=bytes)`` for an empty ``bytes_list``), and so does
+an empty :class:`BytesList` (what :func:`decode_example` returns for one). Numbers
 are written packed (``packed=False`` writes the older
 unpacked encoding). :func:`decode_example` returns ``{name: value}`` with int64 and
 float32 numpy arrays, lists of ``bytes``, and ``None`` for a ``Feature`` with no list.
+An empty list keeps its kind: an empty ``int64_list``/``float_list`` decodes to an empty
+int64/float32 array and an empty ``bytes_list`` to an empty :class:`BytesList`, so
+``encode_example(decode_example(b)) == b`` for the Examples TensorFlow writes.
 
 >>> data = encode_example({"label": 3, "weights": [0.5, 2.0], "name": "cat"})
 >>> decoded = decode_example(data)

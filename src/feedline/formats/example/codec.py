@@ -26,6 +26,7 @@ from feedline.formats.example.spec import (
 )
 
 __all__ = [
+    "BytesList",
     "FixedLenFeature",
     "VarLenFeature",
     "RaggedFeature",
@@ -43,6 +44,26 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- encoding
+
+
+class BytesList(list):
+    """A ``list`` of ``bytes`` that is known to be a ``bytes_list``, even when empty.
+
+    :func:`decode_example` returns one for an empty ``bytes_list`` (an empty plain list
+    would encode as a ``Feature`` with no list set); :func:`encode_example` writes it as a
+    ``bytes_list`` whatever its length. It compares, iterates and indexes as a list.
+
+    >>> empty = BytesList()
+    >>> empty == [], encode_example({"t": empty}) == encode_example({"t": []})
+    (True, False)
+    >>> decode_example(encode_example({"t": empty}))["t"]
+    BytesList([])
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"BytesList({list.__repr__(self)})"
 
 
 def _int64_array(name: str, values: Any) -> np.ndarray:
@@ -80,7 +101,7 @@ def _to_feature(name: str, value: Any) -> tuple[str | None, Any]:
     if isinstance(value, (list, tuple, range)):
         items = list(value)
         if not items:
-            return None, None
+            return ("bytes", []) if isinstance(value, BytesList) else (None, None)
         if all(isinstance(v, (bytes, bytearray, memoryview, str)) for v in items):
             return "bytes", [_bytes_item(name, v) for v in items]
         if any(isinstance(v, (bytes, bytearray, memoryview, str)) for v in items):
@@ -179,7 +200,7 @@ def _value(buf: bytes, raw: wire.RawFeature) -> Any:
     if raw.kind is None:
         return None
     if raw.kind == "bytes":
-        return raw.chunks(buf)
+        return raw.chunks(buf) if raw.starts else BytesList()
     data = b"".join(raw.chunks(buf))
     if raw.kind == "float":
         return np.frombuffer(data, dtype="<f4").astype(np.float32)

@@ -19,17 +19,33 @@ item                         job
 :class:`Progress`            progress bar and per-pass summary lines
 :class:`MetricsLogger`       CSV and TensorBoard logs
 :class:`EarlyStopping`       stop when a monitored value stops improving
+PaddlePaddle's item names    :mod:`feedline.train.items.paddle_items` (``CreateGradientMachine``,
+                             ``BasicGradientMachineTrainOps``, ...)
 ===========================  ================================================================
 """
 
 from feedline.train.items.checkpointer import Checkpointer
 from feedline.train.items.counter import Counter
 from feedline.train.items.create_model import CreateModel
-from feedline.train.items.data_provider import DataProvider
+from feedline.train.items.data_provider import DataProvider, ProviderSettings, provider_dataset
 from feedline.train.items.early_stopping import EarlyStopping
 from feedline.train.items.event_handler import EventHandler
 from feedline.train.items.history import History
 from feedline.train.items.metrics_logger import MetricsLogger
+from feedline.train.items.paddle_items import (
+    BaseObserveItem,
+    BasicDataProviderOps,
+    BasicGradientMachineTestOps,
+    BasicGradientMachineTrainOps,
+    BasicLocalParameterUpdater,
+    BasicLocalParameterUpdaterOps,
+    BasicPaddleTestDataProvider,
+    BasicPaddleTrainerDataProvider,
+    BatchEvaluate,
+    CreateGradientMachine,
+    InheritGradientMachineUpdater,
+    PassEvaluate,
+)
 from feedline.train.items.progress import Progress
 from feedline.train.items.save_params import SaveParamsOnPassEnd
 from feedline.train.items.test_ops import TestOps
@@ -53,4 +69,18 @@ __all__ = [
     "TestOnPassEnd",
     "TestOps",
     "TrainOps",
+    "ProviderSettings",
+    "provider_dataset",
+    "CreateGradientMachine",
+    "BasicLocalParameterUpdater",
+    "BasicLocalParameterUpdaterOps",
+    "BasicGradientMachineTrainOps",
+    "BasicGradientMachineTestOps",
+    "InheritGradientMachineUpdater",
+    "BasicDataProviderOps",
+    "BasicPaddleTrainerDataProvider",
+    "BasicPaddleTestDataProvider",
+    "BatchEvaluate",
+    "PassEvaluate",
+    "BaseObserveItem",
 ]

@@ -58,7 +58,92 @@ from feedline.exceptions import CheckpointError, FeedError
 from feedline.train.distributed import split_dataset
 from feedline.train.runner import RunnerContext, RunnerItem
 
-__all__ = ["DataProvider", "as_dataset"]
+__all__ = ["DataProvider", "ProviderSettings", "as_dataset", "provider_dataset"]
+
+
+class ProviderSettings:
+    """The ``settings`` object a data provider function receives (PaddlePaddle's
+    PyDataProvider2 ``settings``): ``input_types`` (``{name: type}`` of the network, or
+    ``None``), ``is_train``, ``logger``, plus the keyword arguments of
+    ``@net.provider(...)`` as attributes.
+
+    >>> ProviderSettings(is_train=False, dictionary={"a": 0}).dictionary
+    {'a': 0}
+    """
+
+    def __init__(self, *, input_types: Any = None, is_train: bool = True, **kwargs: Any) -> None:
+        import logging
+
+        self.input_types = input_types
+        self.is_train = bool(is_train)
+        self.logger = logging.getLogger(__name__)
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+    def __repr__(self) -> str:
+        return f"ProviderSettings(is_train={self.is_train})"
+
+
+class _ApplyProvider:
+    """flat_map stage: a file name -> the samples ``method`` yields for it."""
+
+    def __init__(self, method: Any, settings: ProviderSettings) -> None:
+        self.method = method
+        self.settings = settings
+        self.takes_settings = _takes_settings(method)
+        self.__name__ = getattr(method, "__name__", "provider")
+
+    def __call__(self, filename: Any) -> Any:
+        if self.takes_settings:
+            return self.method(self.settings, filename)
+        return self.method(filename)
+
+
+def _takes_settings(method: Any) -> bool:
+    import inspect
+
+    try:
+        params = list(inspect.signature(method).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is p.VAR_POSITIONAL for p in params) or len(positional) >= 2:
+        return True
+    if len(positional) == 1:
+        return False
+    raise TypeError(
+        f"a data provider function takes (settings, filename) or (filename), got "
+        f"{getattr(method, '__name__', method)!r} taking none"
+    )
+
+
+def provider_dataset(method: Any, file_list: Any, *, input_types: Any = None,
+                     is_train: bool = True) -> Dataset:
+    """The samples of a PaddlePaddle data provider: ``method`` applied to each file of
+    ``file_list`` in order, as a :class:`~feedline.Dataset` (resumable: a restored
+    iterator re-opens the current file and skips the samples already read).
+
+    ``method(settings, filename)`` (or ``method(filename)``) yields samples: dicts keyed by
+    input name, or tuples in the network's input order. ``settings`` is a
+    :class:`ProviderSettings` with ``input_types``, ``is_train`` and the keyword
+    arguments of ``@net.provider(...)``.
+
+    >>> def process(settings, filename):
+    ...     for i in range(2):
+    ...         yield {"x": f"{filename}:{i}", "train": settings.is_train}
+    >>> provider_dataset(process, ["a", "b"]).to_list()[1:3]
+    [{'x': 'a:1', 'train': True}, {'x': 'b:0', 'train': True}]
+    """
+    if not callable(method):
+        raise TypeError(f"`method` must be a data provider function, got {method!r}")
+    if isinstance(file_list, (str, bytes)) or not hasattr(file_list, "__iter__"):
+        raise TypeError(f"`file_list` must be a list of file names, got {file_list!r}")
+    files = [str(f) if not isinstance(f, str) else f for f in file_list]
+    if not files:
+        raise ValueError("`file_list` must name at least one file, got none")
+    settings = ProviderSettings(input_types=input_types, is_train=is_train,
+                                **getattr(method, "provider_settings", {}))
+    return Dataset.from_iterable(files).flat_map(_ApplyProvider(method, settings))
 
 
 def as_dataset(data: Any) -> Dataset:
@@ -98,7 +183,8 @@ class DataProvider(RunnerItem):
     yields batches). ``drop_last``: drop a last smaller batch. ``prefetch``: convert up
     to this many batches ahead in a background thread (0: in the training thread).
     ``shard``, ``split_mode``, ``remainder``: data-parallel splitting (see above).
-    ``sequence``, ``non_blocking``: passed to :func:`~feedline.pytorch.convert.to_torch`.
+    ``sequence``, ``non_blocking``, ``sparse_layout`` (``"csr"`` or ``"csc"``: the layout
+    of sparse inputs' tensors): passed to :func:`~feedline.pytorch.convert.to_torch`.
     ``stats``: time every pipeline stage (``dataset.iterator(stats=True)``); after each
     pass ``last_stats`` holds its :class:`~feedline.runtime.stats.StatsReport`.
     ``state_key``: checkpoint entry name (testers use ``None``: they always start a pass
@@ -120,6 +206,7 @@ class DataProvider(RunnerItem):
         remainder: str = "pad",
         sequence: str = "padded",
         non_blocking: bool = False,
+        sparse_layout: str = "csr",
         stats: bool = False,
         state_key: str | None = "data",
     ) -> None:
@@ -133,6 +220,7 @@ class DataProvider(RunnerItem):
         self.remainder = one_of("remainder", remainder, ("pad", "drop", "keep"))
         self.sequence = one_of("sequence", sequence, ("padded", "packed", "flat"))
         self.non_blocking = bool(non_blocking)
+        self.sparse_layout = one_of("sparse_layout", sparse_layout, ("csr", "csc"))
         self._convert: Any = None  # to_torch with these options, built on first use
         self.stats = bool(stats)
         self.last_stats: Any = None
@@ -203,7 +291,8 @@ class DataProvider(RunnerItem):
             from feedline.pytorch.convert import converter
 
             convert = self._convert = converter(device=ctx.device, non_blocking=self.non_blocking,
-                                                sequence=self.sequence)
+                                                sequence=self.sequence,
+                                                sparse_layout=self.sparse_layout)
         ctx.batch = batch
         ctx.inputs = convert(values)
         ctx.batch_size = len(batch)

@@ -51,7 +51,57 @@ from feedline.exceptions import CheckpointError
 from feedline.train.model_average import ModelAverager
 from feedline.train.runner import RunnerContext, RunnerItem
 
-__all__ = ["LocalUpdater"]
+__all__ = ["LocalUpdater", "SparseDenseOptimizer"]
+
+
+class SparseDenseOptimizer:
+    """Several torch optimizers stepped as one (the dense parameters' and the sparse
+    embedding tables'), with the ``torch.optim.Optimizer`` calls the updater uses.
+
+    ``param_groups`` lists the groups of all parts in order; ``state_dict()`` is
+    ``{"param_groups": ..., "parts": [each part's state_dict]}``.
+
+    >>> import torch
+    >>> emb = torch.nn.Embedding(4, 2, sparse=True); lin = torch.nn.Linear(2, 1)
+    >>> opt = SparseDenseOptimizer([torch.optim.SGD(lin.parameters(), lr=0.1),
+    ...                             torch.optim.SparseAdam([emb.weight], lr=0.1)])
+    >>> lin(emb(torch.tensor([1]))).sum().backward(); opt.step()
+    >>> len(opt.param_groups), sorted(opt.state_dict())
+    (2, ['param_groups', 'parts'])
+    """
+
+    def __init__(self, parts: list) -> None:
+        self.parts = list(parts)
+
+    @property
+    def param_groups(self) -> list:
+        return [g for part in self.parts for g in part.param_groups]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients of every part."""
+        for part in self.parts:
+            part.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        """One step of every part."""
+        for part in self.parts:
+            part.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The parts' states (see the class docstring)."""
+        parts = [part.state_dict() for part in self.parts]
+        return {"param_groups": [g for sd in parts for g in sd["param_groups"]], "parts": parts}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned; ``ValueError`` when it does not fit."""
+        parts = state.get("parts")
+        if not isinstance(parts, list) or len(parts) != len(self.parts):
+            raise ValueError(f"expected the states of {len(self.parts)} optimizers")
+        for part, sd in zip(self.parts, parts):
+            part.load_state_dict(sd)
+
+    def __repr__(self) -> str:
+        return f"SparseDenseOptimizer({', '.join(type(p).__name__ for p in self.parts)})"
 
 
 class LocalUpdater(RunnerItem):
@@ -63,6 +113,8 @@ class LocalUpdater(RunnerItem):
         self.optimizer: torch.optim.Optimizer | None = None
         self.average: ModelAverager | None = None
         self.params: list[torch.nn.Parameter] = []
+        self.dense_params: list[torch.nn.Parameter] = []
+        self.sparse_params: list[torch.nn.Parameter] = []
         self.num_updates = 0
         self._module: torch.nn.Module | None = None
 
@@ -82,9 +134,21 @@ class LocalUpdater(RunnerItem):
         if not self.params:
             raise ValueError("the model has no trainable parameters")
         decay = network.regularization.rate if network.regularization is not None else 0.0
-        self.optimizer = network.learning_method.build(
-            self.params, learning_rate=network.learning_rate, weight_decay=decay
-        )
+        sparse_ids = {id(m.weight) for m in module.modules()
+                      if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse}
+        self.sparse_params = [p for p in self.params if id(p) in sparse_ids]
+        self.dense_params = [p for p in self.params if id(p) not in sparse_ids]
+        if not self.sparse_params:
+            self.optimizer = network.learning_method.build(
+                self.params, learning_rate=network.learning_rate, weight_decay=decay
+            )
+        else:
+            parts = [network.learning_method.build_sparse(self.sparse_params,
+                                                          learning_rate=network.learning_rate)]
+            if self.dense_params:
+                parts.insert(0, network.learning_method.build(
+                    self.dense_params, learning_rate=network.learning_rate, weight_decay=decay))
+            self.optimizer = SparseDenseOptimizer(parts)
         self.average = (
             ModelAverager(self.params, network.model_average)
             if network.model_average is not None else None
@@ -103,9 +167,9 @@ class LocalUpdater(RunnerItem):
         """Clip the gradients and take one optimizer step."""
         net = self.network
         if net.gradient_clipping_threshold is not None:
-            torch.nn.utils.clip_grad_value_(self.params, net.gradient_clipping_threshold)
+            torch.nn.utils.clip_grad_value_(self.dense_params, net.gradient_clipping_threshold)
         if net.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.params, net.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(self.dense_params, net.max_grad_norm)
         self.optimizer.step()
         self.num_updates += 1
 

@@ -1,0 +1,241 @@
+"""PaddlePaddle's runner item names, on feedline's items.
+
+PaddlePaddle's Runner design names its standard items after the C++ objects they drive
+(GradientMachine, ParameterUpdater). A program written against those names keeps them:
+
+==================================  ======================================================
+PaddlePaddle item                   here
+==================================  ======================================================
+``CreateGradientMachine(network)``  :class:`~feedline.train.items.CreateModel`
+``BasicLocalParameterUpdater``      :class:`~feedline.train.items.LocalUpdater` (creates
+                                    the optimizer and drives its pass/batch steps)
+``BasicLocalParameterUpdaterOps``   only the pass/batch steps of ``context.updater``
+``BasicGradientMachineTrainOps``    :class:`~feedline.train.items.TrainOps`
+``BasicGradientMachineTestOps``     :class:`~feedline.train.items.TestOps`
+``InheritGradientMachineUpdater``   :class:`~feedline.train.items.InheritModel`
+``BasicPaddleTrainerDataProvider``  a :class:`~feedline.train.items.DataProvider` over a
+``BasicPaddleTestDataProvider``     data provider function and a file list
+``BatchEvaluate`` / ``PassEvaluate`` log the cost and metrics of each batch / pass
+``BaseObserveItem``                 call functions at batch and pass ends
+==================================  ======================================================
+
+The items pass PaddlePaddle's context as a :class:`~feedline.train.RunnerContext`
+(``context.module`` is the gradient machine's parameters, ``context.updater`` the
+updater).
+
+>>> import numpy as np, torch
+>>> from feedline import data_type
+>>> from feedline.train import Runner, SGD, network
+>>> from feedline.train.items import Counter
+>>> @network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+...          learning_rate=0.5, learning_method=SGD(), batch_size=2)
+... def net(x):
+...     return torch.nn.Linear(x.dim, 2)
+>>> def process(settings, filename):
+...     for i in range(4):
+...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+>>> seen = []
+>>> runner = Runner([CreateGradientMachine(net()), BasicLocalParameterUpdater(net()), Counter(),
+...                  BasicPaddleTrainerDataProvider(net(), process, ["f"], batch_size=2),
+...                  BasicGradientMachineTrainOps(),
+...                  BaseObserveItem(lambda ctx: seen.append(ctx.batch_id))])
+>>> with runner:
+...     runner.run_one_pass()
+2
+>>> seen
+[0, 1]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from feedline.train.items.create_model import CreateModel
+from feedline.train.items.data_provider import DataProvider, provider_dataset
+from feedline.train.items.test_ops import TestOps
+from feedline.train.items.tester import InheritModel
+from feedline.train.items.train_ops import TrainOps
+from feedline.train.items.updater import LocalUpdater
+from feedline.train.network import Network
+from feedline.train.runner import RunnerItem
+
+__all__ = [
+    "CreateGradientMachine",
+    "BasicLocalParameterUpdater",
+    "BasicLocalParameterUpdaterOps",
+    "BasicGradientMachineTrainOps",
+    "BasicGradientMachineTestOps",
+    "InheritGradientMachineUpdater",
+    "BasicDataProviderOps",
+    "BasicPaddleTrainerDataProvider",
+    "BasicPaddleTestDataProvider",
+    "BatchEvaluate",
+    "PassEvaluate",
+    "BaseObserveItem",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class CreateGradientMachine(CreateModel):
+    """PaddlePaddle's name for :class:`~feedline.train.items.CreateModel`: build
+    ``network``'s model. ``local`` is accepted for compatibility (training is always
+    local or ``torch.distributed``); other keywords go to ``CreateModel``."""
+
+    def __init__(self, network: Network, local: bool = True, **kwargs: Any) -> None:
+        super().__init__(network, **kwargs)
+        self.local = bool(local)
+
+
+class BasicLocalParameterUpdater(LocalUpdater):
+    """PaddlePaddle's name for :class:`~feedline.train.items.LocalUpdater`; ``network``
+    (optional) is checked to be the one the runner trains."""
+
+    def __init__(self, network: Network | None = None) -> None:
+        super().__init__()
+        if network is not None and not isinstance(network, Network):
+            raise TypeError(f"`network` must be a feedline.train.Network, got {network!r}")
+        self._expected_network = network
+
+    def initialize(self, context: Any, next_callback: Any) -> None:
+        expected = self._expected_network
+        if expected is not None and expected is not context.network:
+            raise ValueError(
+                f"BasicLocalParameterUpdater was made for {expected!r}, the runner trains "
+                f"{context.network!r}"
+            )
+        super().initialize(context, next_callback)
+
+
+class BasicLocalParameterUpdaterOps(RunnerItem):
+    """The pass and batch steps of the updater already on the context
+    (``context.updater``): ``start_pass``/``finish_pass`` around each pass,
+    ``start_batch`` before and ``finish_batch`` after each batch that ran (not after the
+    end of the data)."""
+
+    def on_pass_begin(self, next_callback: Any) -> None:
+        self.context.updater.start_pass()
+        next_callback()
+
+    def on_batch_begin(self, next_callback: Any) -> bool:
+        self.context.updater.start_batch()
+        return next_callback()
+
+    def on_batch_end(self, next_callback: Any) -> bool:
+        stop = next_callback()
+        if not stop:
+            self.context.updater.finish_batch()
+        return stop
+
+    def on_pass_end(self, next_callback: Any) -> None:
+        self.context.updater.finish_pass()
+        next_callback()
+
+
+class BasicGradientMachineTrainOps(TrainOps):
+    """PaddlePaddle's name for :class:`~feedline.train.items.TrainOps` (forward,
+    backward and update on every batch)."""
+
+
+class BasicGradientMachineTestOps(TestOps):
+    """PaddlePaddle's name for :class:`~feedline.train.items.TestOps` (evaluation with the
+    averaged parameters swapped in)."""
+
+    __test__ = False
+
+
+class InheritGradientMachineUpdater(InheritModel):
+    """PaddlePaddle's name for :class:`~feedline.train.items.InheritModel`: a sub-runner
+    uses its parent's model, updater and pass id."""
+
+
+class BasicDataProviderOps(DataProvider):
+    """PaddlePaddle's name for :class:`~feedline.train.items.DataProvider`: reads and feeds
+    one batch per ``on_batch_begin``; the end of the data ends the pass."""
+
+
+def _provider_item(is_train: bool) -> type:
+    class _Provider(BasicDataProviderOps):
+        def __init__(self, network: Network, method: Callable, file_list: Any,
+                     batch_size: int | None = None, **kwargs: Any) -> None:
+            if not isinstance(network, Network):
+                raise TypeError(f"`network` must be a feedline.train.Network, got {network!r}")
+            data = provider_dataset(method, file_list, input_types=network.input_types,
+                                    is_train=is_train)
+            if not is_train:
+                kwargs.setdefault("state_key", None)
+            super().__init__(data, batch_size=batch_size, **kwargs)
+
+    return _Provider
+
+
+class BasicPaddleTrainerDataProvider(_provider_item(True)):  # type: ignore[misc]
+    """Training data from a data provider function: ``method`` applied to each file of
+    ``file_list`` (:func:`~feedline.train.items.provider_dataset`), batched by
+    ``batch_size`` (default: the network's). Other keywords go to ``DataProvider``."""
+
+
+class BasicPaddleTestDataProvider(_provider_item(False)):  # type: ignore[misc]
+    """Test data from a data provider function (``settings.is_train`` is false; no
+    checkpoint entry); as :class:`BasicPaddleTrainerDataProvider` otherwise."""
+
+
+class BatchEvaluate(RunnerItem):
+    """Log ``prefix``, pass id, batch id, cost and metrics after every batch (INFO on
+    this module's logger)."""
+
+    def __init__(self, prefix: str | None = None) -> None:
+        self.prefix = prefix or ""
+
+    def on_batch_end(self, next_callback: Any) -> bool:
+        stop = next_callback()
+        ctx = self.context
+        if logger.isEnabledFor(logging.INFO):
+            logger.info("%sPass=%d, Batch=%d Cost=%f, Eval: %s", self.prefix,
+                        getattr(ctx, "pass_id", 0), getattr(ctx, "batch_id", 0),
+                        getattr(ctx, "cost", float("nan")), getattr(ctx, "metrics", {}))
+        return stop
+
+
+class PassEvaluate(RunnerItem):
+    """Log ``prefix``, pass id, the pass's mean cost and metrics (or its test result)
+    after every pass (INFO on this module's logger)."""
+
+    def __init__(self, prefix: str | None = None) -> None:
+        self.prefix = prefix or ""
+
+    def on_pass_end(self, next_callback: Any) -> None:
+        next_callback()
+        ctx = self.context
+        result = getattr(ctx, "test_result", None)
+        cost = getattr(ctx, "pass_cost", None) if result is None else result.cost
+        metrics = getattr(ctx, "pass_metrics", {}) if result is None else result.metrics
+        logger.info("%sPass=%d Cost=%s Eval: %s", self.prefix, getattr(ctx, "pass_id", 0),
+                    cost, metrics)
+
+
+class BaseObserveItem(RunnerItem):
+    """Call ``batch_end_callback(context)`` after every batch and
+    ``pass_end_callback(context)`` after every pass (the inner items have run)."""
+
+    def __init__(self, batch_end_callback: Callable | None = None,
+                 pass_end_callback: Callable | None = None) -> None:
+        for name, fn in (("batch_end_callback", batch_end_callback),
+                         ("pass_end_callback", pass_end_callback)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"`{name}` must be callable or None, got {fn!r}")
+        self.batch_end_callback = batch_end_callback
+        self.pass_end_callback = pass_end_callback
+
+    def on_batch_end(self, next_callback: Any) -> bool:
+        stop = next_callback()
+        if self.batch_end_callback is not None:
+            self.batch_end_callback(self.context)
+        return stop
+
+    def on_pass_end(self, next_callback: Any) -> None:
+        next_callback()
+        if self.pass_end_callback is not None:
+            self.pass_end_callback(self.context)
