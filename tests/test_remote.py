@@ -491,6 +491,31 @@ def test_webdataset_read_ahead_error_is_raised_at_that_shard(s3, tmp_path):
     it.close()
 
 
+def test_shard_writer_writes_to_s3_with_indexes(s3, tmp_path):
+    from feedline import webdataset as fwds
+
+    fs, options = s3
+    pattern = f"s3://{BUCKET}/written/part-%02d.tar"
+    with fwds.ShardWriter(pattern, maxcount=3, index=True, storage_options=options) as w:
+        for i in range(7):
+            w.write({"__key__": f"{i:03d}", "txt": f"t{i}"})
+    assert w.paths == [pattern % k for k in range(3)]
+    assert sorted(fs.ls(f"{BUCKET}/written")) == sorted(
+        [f"{BUCKET}/written/part-{k:02d}.tar{x}" for k in range(3) for x in ("", ".index")])
+    got = [s["txt"] for s in fwds.read(f"s3://{BUCKET}/written/part-{{00..02}}.tar",
+                                         decode=True, storage_options=options)]
+    assert got == [f"t{i}" for i in range(7)]
+    ds = fwds.IndexedTarShards(w.paths, storage_options=options)
+    assert [ds[i]["__key__"] for i in range(len(ds))] == [f"{i:03d}" for i in range(7)]
+    # a failed shard is never uploaded, and leaves no local temporary file
+    with pytest.raises(RuntimeError, match="stop"):
+        with fwds.TarWriter(f"s3://{BUCKET}/written/failed.tar", storage_options=options) as tw:
+            tw.write({"__key__": "x", "txt": "y"})
+            raise RuntimeError("stop")
+    assert not fs.exists(f"{BUCKET}/written/failed.tar")
+    assert not os.path.exists(tw._tmp)
+
+
 def test_indexed_tar_shards_over_s3_read_one_range_per_sample(s3, s3_gets, tmp_path):
     from feedline import webdataset as fwds
 
