@@ -467,6 +467,16 @@ def test_webdataset_shard_cache_read_ahead_and_eviction(s3, s3_gets, tmp_path):
     next(it)
     it.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("feedline-wds-ahead")]
+    # closing abandons a read-ahead download in progress and removes its temporary file
+    from feedline.io.cache import DownloadCancelled, ShardCache
+
+    stop = threading.Event()
+    stop.set()
+    fresh = ShardCache(tmp_path / "cancel", storage_options=options)
+    with pytest.raises(DownloadCancelled, match="download of s3://.* cancelled"):
+        fresh.local(f"s3://{BUCKET}/wds-cache/shard-000.tar", stop=stop)
+    assert os.listdir(tmp_path / "cancel") == [".{}.lock".format(os.path.basename(
+        fresh.entry(f"s3://{BUCKET}/wds-cache/shard-000.tar")))]
     # a limit that holds two shards evicts the least recently used one
     size = os.path.getsize(cache.entries()[0][0])
     limited = fwds.read(url, cache_dir=str(tmp_path / "small"), cache_limit=2 * size + 10,
