@@ -467,6 +467,16 @@ def test_webdataset_shard_cache_read_ahead_and_eviction(s3, s3_gets, tmp_path):
     next(it)
     it.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("feedline-wds-ahead")]
+    # closing abandons a read-ahead download in progress and removes its temporary file
+    from feedline.io.cache import DownloadCancelled, ShardCache
+
+    stop = threading.Event()
+    stop.set()
+    fresh = ShardCache(tmp_path / "cancel", storage_options=options)
+    with pytest.raises(DownloadCancelled, match="download of s3://.* cancelled"):
+        fresh.local(f"s3://{BUCKET}/wds-cache/shard-000.tar", stop=stop)
+    assert os.listdir(tmp_path / "cancel") == [".{}.lock".format(os.path.basename(
+        fresh.entry(f"s3://{BUCKET}/wds-cache/shard-000.tar")))]
     # a limit that holds two shards evicts the least recently used one
     size = os.path.getsize(cache.entries()[0][0])
     limited = fwds.read(url, cache_dir=str(tmp_path / "small"), cache_limit=2 * size + 10,
@@ -489,6 +499,31 @@ def test_webdataset_read_ahead_error_is_raised_at_that_shard(s3, tmp_path):
     with pytest.raises(FileNotFoundError):
         next(it)
     it.close()
+
+
+def test_shard_writer_writes_to_s3_with_indexes(s3, tmp_path):
+    from feedline import webdataset as fwds
+
+    fs, options = s3
+    pattern = f"s3://{BUCKET}/written/part-%02d.tar"
+    with fwds.ShardWriter(pattern, maxcount=3, index=True, storage_options=options) as w:
+        for i in range(7):
+            w.write({"__key__": f"{i:03d}", "txt": f"t{i}"})
+    assert w.paths == [pattern % k for k in range(3)]
+    assert sorted(fs.ls(f"{BUCKET}/written")) == sorted(
+        [f"{BUCKET}/written/part-{k:02d}.tar{x}" for k in range(3) for x in ("", ".index")])
+    got = [s["txt"] for s in fwds.read(f"s3://{BUCKET}/written/part-{{00..02}}.tar",
+                                         decode=True, storage_options=options)]
+    assert got == [f"t{i}" for i in range(7)]
+    ds = fwds.IndexedTarShards(w.paths, storage_options=options)
+    assert [ds[i]["__key__"] for i in range(len(ds))] == [f"{i:03d}" for i in range(7)]
+    # a failed shard is never uploaded, and leaves no local temporary file
+    with pytest.raises(RuntimeError, match="stop"):
+        with fwds.TarWriter(f"s3://{BUCKET}/written/failed.tar", storage_options=options) as tw:
+            tw.write({"__key__": "x", "txt": "y"})
+            raise RuntimeError("stop")
+    assert not fs.exists(f"{BUCKET}/written/failed.tar")
+    assert not os.path.exists(tw._tmp)
 
 
 def test_indexed_tar_shards_over_s3_read_one_range_per_sample(s3, s3_gets, tmp_path):

@@ -304,6 +304,20 @@ def test_indexed_shards_random_access_global_shuffle_and_equal_split(tmp_path):
     assert len(set(seen)) == 20
 
 
+def test_split_index_mode_over_tar_shards_equal_counts_and_resume(tmp_path):
+    paths = _write(tmp_path, n=21, maxcount=4)  # no index files: built on first use
+    parts = []
+    for rank in range(2):
+        for worker in range(2):
+            ds = split(str(tmp_path / "train-*.tar"), rank, 2, worker=worker, num_workers=2,
+                       mode="index", policy="pad")
+            parts.append(assert_resumes_everywhere(ds))
+    assert [len(p) for p in parts] == [6, 6, 6, 6]
+    keys = [s["__key__"] for p in parts for s in p]
+    assert set(keys) == {f"{i:06d}" for i in range(21)} and len(keys) == 24
+    assert all(os.path.exists(p + ".index") for p in paths)
+
+
 def _key_of(sample: dict) -> str:
     return sample["__key__"]
 

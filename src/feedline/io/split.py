@@ -9,8 +9,9 @@ ranks and workers.
   index mode with ``policy="pad" | "drop_remainder" | "none"`` for random-access datasets,
   every n-th item for streams);
 * ``split(paths, ..., mode="index")`` reads indexed record files (TFRecord with a
-  sidecar index, RecordIO with ``.idx``) as one random-access dataset and shards it:
-  exact, equal counts per rank;
+  sidecar index, RecordIO with ``.idx``, WebDataset ``.tar`` shards — ``format="tar"``
+  or every name ending in ``.tar`` — with their sample index, built if missing) as one
+  random-access dataset and shards it: exact, equal counts per rank;
 * ``split(paths, ..., mode="bytes")`` is MXNet's InputSplit: the files form one byte
   range cut into equal parts, each starting at the next record boundary (see
   :mod:`feedline.io.input_split`); counts per part may differ. Paths may be fsspec
@@ -107,6 +108,11 @@ def split(
         part_split = InputSplit(paths, part, parts, format=format,
                                 storage_options=storage_options)
         return Dataset.from_source(part_split.iterator, name=f"input_split({part}/{parts})")
+    if format == "tar" or (format == "auto" and all(p.endswith(".tar") for p in paths)):
+        from feedline.formats.webdataset.index import IndexedTarShards
+
+        return IndexedTarShards(paths, storage_options=storage_options).shard(
+            part, parts, policy=policy)
     from feedline.io.records import indexed_records
 
     return indexed_records(paths, format=format).shard(part, parts, policy=policy)

@@ -33,7 +33,6 @@ import fcntl
 import hashlib
 import logging
 import os
-import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -41,9 +40,13 @@ from collections.abc import Iterator
 from feedline._internal.validate import optional_positive_int
 from feedline.storage.fs import is_remote, open_file
 
-__all__ = ["ShardCache"]
+__all__ = ["ShardCache", "DownloadCancelled"]
 
 log = logging.getLogger(__name__)
+
+
+class DownloadCancelled(Exception):
+    """A download abandoned because its ``stop`` event was set."""
 
 
 @contextlib.contextmanager
@@ -93,9 +96,11 @@ class ShardCache:
         base = os.path.basename(url.rstrip("/")) or "file"
         return os.path.join(self.cache_dir, f"{digest}-{base}")
 
-    def local(self, url: str | os.PathLike) -> str:
+    def local(self, url: str | os.PathLike, *, stop: threading.Event | None = None) -> str:
         """A local path holding ``url``'s bytes: the path itself when it is local, else
-        its cache entry, downloaded first if missing."""
+        its cache entry, downloaded first if missing. Setting ``stop`` (from another
+        thread) abandons a download in progress: its temporary file is removed and
+        :class:`DownloadCancelled` is raised."""
         url = os.fspath(url)
         if not is_remote(url):
             return url
@@ -114,7 +119,13 @@ class ShardCache:
             try:
                 with os.fdopen(fd, "wb") as out, open_file(
                         url, "rb", storage_options=self.storage_options) as src:
-                    shutil.copyfileobj(src, out, 1 << 20)
+                    while True:
+                        if stop is not None and stop.is_set():
+                            raise DownloadCancelled(f"download of {url} cancelled")
+                        block = src.read(1 << 20)
+                        if not block:
+                            break
+                        out.write(block)
                 os.replace(tmp, dest)
             except BaseException:
                 with contextlib.suppress(OSError):

@@ -25,8 +25,9 @@ tar members (see :mod:`feedline.formats.webdataset._tarscan`) — from a list of
 * ``cache_dir``/``cache_limit``: remote shards are copied into a local
   :class:`~feedline.storage.cache.ShardCache` and read from there; with ``read_ahead=True``
   (the default when caching) a background thread fetches the next shard while the
-  current one is read. The thread is joined when the iterator closes or ends, and an
-  error it met is raised when the iterator reaches that shard.
+  current one is read. The thread is joined when the iterator ends or closes (closing
+  abandons a download in progress), and an error it met is raised when the iterator
+  reaches that shard.
 
 Iterators resume exactly: their state is ``{"type": "webdataset", "shard": i,
 "offset": o, "index": k, "skipped": s}`` — the position in this part's shard order, the
@@ -209,6 +210,7 @@ class TarShardsIterator(DatasetIterator[dict]):
         self._file: Any = None
         self._gen: Any = None
         self._ahead: dict[int, tuple[threading.Thread, list]] = {}
+        self._stop = threading.Event()
         self._closed = False
 
     @property
@@ -227,9 +229,11 @@ class TarShardsIterator(DatasetIterator[dict]):
             return
         box: list = []
 
+        cache, stop = self._ds.cache, self._stop
+
         def work() -> None:
             try:
-                box.append(("ok", self._fetch(url)))
+                box.append(("ok", cache.local(url, stop=stop)))
             except BaseException as exc:  # noqa: BLE001 - handed to the reading thread
                 box.append(("error", exc))
 
@@ -340,6 +344,7 @@ class TarShardsIterator(DatasetIterator[dict]):
             return
         self._closed = True
         self._finish()
+        self._stop.set()  # a download in progress stops at its next block
         self._join_ahead()
 
 

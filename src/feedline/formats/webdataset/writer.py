@@ -14,7 +14,9 @@ with ``numpy.save``, and ``uint8`` image arrays under ``jpg``/``jpeg``/``png`` t
 :func:`feedline.image.pack.encode_image`. Other ``__*`` entries are not written.
 
 Every shard is written under a temporary name beside its final path and renamed into
-place when it is complete, so a reader never sees half a shard. Tar headers are
+place when it is complete, so a reader never sees half a shard. A URL (``s3://...``,
+with ``storage_options``) is written to a local temporary file and uploaded in one
+``put`` when complete. Tar headers are
 deterministic (POSIX ustar, mode 0444, uid/gid 0, empty user and group names, mtime 0),
 so the same samples always give the same bytes. With ``index=True`` each shard also gets
 its sidecar sample index (:mod:`feedline.formats.webdataset.index`).
@@ -40,6 +42,7 @@ from typing import Any
 from feedline._internal.closing import Closeable
 from feedline._internal.validate import non_negative_int, positive_int
 from feedline.formats.webdataset._tarscan import split_name
+from feedline.io.fs import is_remote
 
 __all__ = ["TarWriter", "ShardWriter", "encode_field"]
 
@@ -77,6 +80,9 @@ def encode_field(ext: str, value: Any) -> bytes:
 
 
 def _tmp_beside(path: str) -> tuple[Any, str]:
+    if is_remote(path):  # written locally, then uploaded in one PUT on close
+        fd, tmp = tempfile.mkstemp(prefix=".feedline-shard-", suffix=".tar.tmp")
+        return os.fdopen(fd, "wb"), tmp
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     return os.fdopen(fd, "wb"), tmp
@@ -97,8 +103,10 @@ class TarWriter(Closeable):
     1024
     """
 
-    def __init__(self, path: str | os.PathLike, *, index: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike, *, index: bool = False,
+                 storage_options: dict | None = None) -> None:
         self.path = os.fspath(path)
+        self.storage_options = storage_options
         self.index = bool(index)
         self._file, self._tmp = _tmp_beside(self.path)
         self._tar = tarfile.open(fileobj=self._file, mode="w", format=tarfile.USTAR_FORMAT)
@@ -149,14 +157,21 @@ class TarWriter(Closeable):
         try:
             self._tar.close()
             self._file.close()
-            os.replace(self._tmp, self.path)
+            if is_remote(self.path):
+                from feedline.io.fs import _fs
+
+                _fs(self.path, self.storage_options).put_file(self._tmp, self.path)
+                os.unlink(self._tmp)
+            else:
+                os.replace(self._tmp, self.path)
         except BaseException:
             self.abort()
             raise
         if self.index:
             from feedline.formats.webdataset.index import write_index
 
-            write_index(self.path, self.offsets + [data_end])
+            write_index(self.path, self.offsets + [data_end],
+                        storage_options=self.storage_options)
 
     def abort(self) -> None:
         """Drop the shard: nothing appears at ``path``."""
@@ -195,7 +210,8 @@ class ShardWriter(Closeable):
     """
 
     def __init__(self, pattern: str, *, maxcount: int = 100_000, maxsize: int = 3_000_000_000,
-                 start_shard: int = 0, index: bool = False) -> None:
+                 start_shard: int = 0, index: bool = False,
+                 storage_options: dict | None = None) -> None:
         if not isinstance(pattern, str) or "%" not in pattern:
             raise ValueError(f"`pattern` must contain a %-format for the shard number, got {pattern!r}")
         self.pattern = pattern
@@ -203,6 +219,7 @@ class ShardWriter(Closeable):
         self.maxsize = positive_int("maxsize", maxsize)
         self.shard = non_negative_int("start_shard", start_shard)
         self.index = index
+        self.storage_options = storage_options
         self.paths: list[str] = []
         self.total = 0
         self._writer: TarWriter | None = None
@@ -220,7 +237,8 @@ class ShardWriter(Closeable):
                 w.close()
             path = self.pattern % self.shard
             self.shard += 1
-            self._writer = w = TarWriter(path, index=self.index)
+            self._writer = w = TarWriter(path, index=self.index,
+                                         storage_options=self.storage_options)
             self.paths.append(path)
         n = w.write(sample)
         self.total += 1
