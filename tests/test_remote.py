@@ -468,7 +468,7 @@ def test_webdataset_shard_cache_read_ahead_and_eviction(s3, s3_gets, tmp_path):
     it.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("feedline-wds-ahead")]
     # closing abandons a read-ahead download in progress and removes its temporary file
-    from feedline.io.cache import DownloadCancelled, ShardCache
+    from feedline.storage.cache import DownloadCancelled, ShardCache
 
     stop = threading.Event()
     stop.set()

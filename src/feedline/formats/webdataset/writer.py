@@ -42,7 +42,7 @@ from typing import Any
 from feedline._internal.closing import Closeable
 from feedline._internal.validate import non_negative_int, positive_int
 from feedline.formats.webdataset._tarscan import split_name
-from feedline.io.fs import is_remote
+from feedline.storage.fs import is_remote
 
 __all__ = ["TarWriter", "ShardWriter", "encode_field"]
 
@@ -158,7 +158,7 @@ class TarWriter(Closeable):
             self._tar.close()
             self._file.close()
             if is_remote(self.path):
-                from feedline.io.fs import _fs
+                from feedline.storage.fs import _fs
 
                 _fs(self.path, self.storage_options).put_file(self._tmp, self.path)
                 os.unlink(self._tmp)
