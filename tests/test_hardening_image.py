@@ -14,7 +14,6 @@ simplejpeg = pytest.importorskip("simplejpeg")
 Image = pytest.importorskip("PIL.Image")
 
 from _hardening_util import run_limited  # noqa: E402
-
 from feedline.exceptions import DecodeError  # noqa: E402
 from feedline.image import codec  # noqa: E402
 from feedline.image.codec import decode, set_max_pixels  # noqa: E402

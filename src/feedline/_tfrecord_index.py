@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from feedline._atomic import replace_file
 from feedline._closing import Closeable
 from feedline._compression import local_path
 from feedline._tfrecord_scan import HEADER, OVERHEAD, masked_crc
@@ -59,20 +60,13 @@ class TFRecordIndex:
     def save(self, index_path: str | os.PathLike) -> None:
         """Write the index atomically (a temporary file renamed into place)."""
         index_path = os.fspath(index_path)
-        tmp = index_path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(
-                _INDEX_HEADER.pack(
-                    _INDEX_MAGIC,
-                    1,
-                    _COMPRESSION_CODES[self.compression],
-                    len(self),
-                    self.file_size,
-                )
-            )
-            f.write(self.offsets.astype("<u8").tobytes())
-            f.write(self.lengths.astype("<u8").tobytes())
-        os.replace(tmp, index_path)
+        header = _INDEX_HEADER.pack(
+            _INDEX_MAGIC, 1, _COMPRESSION_CODES[self.compression], len(self), self.file_size
+        )
+        replace_file(  # a unique temporary beside the index (never a fixed, plantable name)
+            index_path,
+            header + self.offsets.astype("<u8").tobytes() + self.lengths.astype("<u8").tobytes(),
+        )
 
     @classmethod
     def load(
@@ -103,6 +97,20 @@ class TFRecordIndex:
                 path=index_path,
             )
         arrays = np.frombuffer(data, dtype="<u8", offset=_INDEX_HEADER.size)
+        offsets, lengths = arrays[:count], arrays[count:]
+        # every frame must lie inside the indexed file (no huge reads from a damaged index)
+        room = np.uint64(max(file_size - OVERHEAD, 0))
+        past = (offsets > room) if file_size >= OVERHEAD else np.ones(count, bool)
+        past |= lengths > room - np.minimum(offsets, room)
+        if past.any():
+            k = int(np.argmax(past))
+            raise CorruptRecordError(
+                f"damaged TFRecord index: entry {k} (offset {int(offsets[k])}, length "
+                f"{int(lengths[k])}) runs past the indexed file's {file_size} bytes; rebuild it "
+                "with `feedline index`",
+                path=index_path,
+                offset=_INDEX_HEADER.size + 8 * k,
+            )
         return cls(
             arrays[:count].copy(),
             arrays[count:].copy(),

@@ -54,7 +54,8 @@ yielded first, as TensorFlow does. With ``on_error="skip"`` (or ``"warn"``, whic
 issues a ``RuntimeWarning``) the reader goes on: past a frame whose data CRC fails (its
 length is trustworthy), to the next indexed record when a sidecar index exists
 (:func:`build_index`), else to the next position whose 12 bytes form a header with a
-valid length CRC. ``skipped`` counts the damaged stretches skipped (with an index: the
+valid length CRC and whose whole frame follows with a valid data CRC (also after a
+length that runs past the end of the file, which may be the damaged field itself). ``skipped`` counts the damaged stretches skipped (with an index: the
 indexed records passed over) and ``skipped_bytes`` their bytes. Record indices after a
 resynchronisation by scanning count the damaged stretch as one record.
 
@@ -471,7 +472,9 @@ class TFRecordReader(DatasetIterator[bytes]):
                         else f"{have} bytes into a frame of {need} bytes (length {problem.length})"
                     ),
                     at,
-                    resume=None,
+                    # a length running past the end may itself be the damage: look for
+                    # the next whole, valid frame after it
+                    resume=None if problem.length is None else "scan",
                 )
                 continue
             at = src.base + problem.pos
@@ -546,9 +549,11 @@ class TFRecordReader(DatasetIterator[bytes]):
             if hit >= 0:
                 candidate = src.base + hit
                 length = _U64.unpack_from(src.buf, hit)[0]
-                if src.size is None or candidate + length + OVERHEAD <= src.size:
+                if (src.size is None or candidate + length + OVERHEAD <= src.size) and (
+                    self._data_crc_ok(src, hit, length)
+                ):
                     return candidate
-                src.start = hit + 1
+                src.start = src.offset() - src.base + 1  # _data_crc_ok may move the buffer
                 continue
             src.start = max(src.start, src.end - (HEADER - 1))
             try:
@@ -557,6 +562,23 @@ class TFRecordReader(DatasetIterator[bytes]):
                 return None
             if not more:
                 return None
+
+    @staticmethod
+    def _data_crc_ok(src: _Source, hit: int, length: int) -> bool:
+        """Whether the frame whose header is at ``src.buf[hit]`` is whole and its data CRC
+        checks; leaves ``src.offset()`` at that frame (the buffer may be moved)."""
+        src.start = hit
+        need = length + OVERHEAD
+        while src.end - src.start < need:
+            try:
+                if not src.refill(need):
+                    return False
+            except CorruptRecordError:
+                return False
+        pos = src.start + HEADER
+        with memoryview(src.buf) as mv:
+            crc = masked_crc(bytes(mv[pos : pos + length]))
+        return crc == _U32.unpack_from(src.buf, pos + length)[0]
 
     # -- state ----------------------------------------------------------------------
 
