@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import struct
 
-import numpy as np
 import pytest
 
 from feedline import tfrecord
@@ -41,7 +40,7 @@ def test_skip_resynchronises_after_a_length_running_past_the_end(tmp_path, on_er
     at = offsets[10]
     data[at : at + 12] = frame_header(1 << 40)  # valid length CRC, length past the end
     open(path, "wb").write(bytes(data))
-    with pytest.raises(CorruptRecordError, match=r"record 10 at byte %d: truncated record" % at):
+    with pytest.raises(CorruptRecordError, match=rf"record 10 at byte {at}: truncated record"):
         list(tfrecord.read(path))
     reader = tfrecord.TFRecordReader(path, on_error=on_error)
     if on_error == "warn":
