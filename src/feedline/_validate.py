@@ -12,6 +12,7 @@ ValueError: `batch_size` must be a positive int, got 0
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ __all__ = [
     "one_of",
     "callable_arg",
     "probability",
+    "optional_positive_number",
 ]
 
 
@@ -73,4 +75,26 @@ def probability(name: str, value: Any) -> float:
         raise TypeError(f"`{name}` must be a number in [0, 1], got {value!r}")
     if not 0.0 <= float(value) <= 1.0:
         raise ValueError(f"`{name}` must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def optional_positive_number(name: str, value: Any) -> float | None:
+    """``None`` or a positive finite int/float, returned as float.
+
+    >>> optional_positive_number("timeout", 2)
+    2.0
+    >>> optional_positive_number("timeout", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `timeout` must be a positive number of seconds or None, got 0
+    """
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"`{name}` must be a positive number of seconds or None, got {value!r}")
     return float(value)

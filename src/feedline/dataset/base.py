@@ -222,14 +222,16 @@ class Dataset(Generic[T]):
         name: str | None = None,
         buffer_size: int | None = None,
         backend: str = "process",
+        timeout: float | None = None,
     ) -> Dataset:
         """Apply ``fn`` to every item, in this thread, ``workers`` processes, or ``workers``
-        threads (``backend="thread"``); see :mod:`feedline.dataset.map`."""
+        threads (``backend="thread"``); ``timeout`` seconds per element (``workers > 0``)
+        raise :class:`~feedline.exceptions.StageTimeoutError`; see :mod:`feedline.dataset.map`."""
         from feedline.dataset.map import map_dataset
 
         return map_dataset(
             self, fn, workers=workers, ordered=ordered, seed=seed, name=name,
-            buffer_size=buffer_size, backend=backend,
+            buffer_size=buffer_size, backend=backend, timeout=timeout,
         )
 
     def filter(self, predicate: Callable[[T], bool]) -> Dataset[T]:
