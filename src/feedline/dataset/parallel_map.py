@@ -215,6 +215,9 @@ class _PoolHolder:
         self.cpu_budget = ds.cpu_budget
         self.shm_budget = ds.shm_budget
         self.timeout = ds.timeout
+        # a shard upstream may be resumed on another world size: capture the input's
+        # state before every item, so that a state never counts items to skip
+        self.exact_states = _has_shard(ds._parents[0])
         self.auto = ds.workers == "auto"
         self.workers: int | None = None if self.auto else int(ds.workers)
         self._lock = threading.Lock()
@@ -562,7 +565,11 @@ class _ParallelMapIterator(DatasetIterator):
             self._capture_error = exc
             return
         self._captures.append((p, state))
-        if time.perf_counter() - t0 > _CAPTURE_SLOW and self._capture_every < _MAX_CAPTURE_EVERY:
+        if (
+            time.perf_counter() - t0 > _CAPTURE_SLOW
+            and self._capture_every < _MAX_CAPTURE_EVERY
+            and not self._holder.exact_states
+        ):
             self._capture_every *= 2
 
     def _dispatch(self) -> None:
@@ -687,9 +694,16 @@ class _ParallelMapIterator(DatasetIterator):
         }
         if self._source is None:
             state["len"] = self._len
+            world = _shard_world(self._holder.source)
+            if world is not None:
+                state["world_size"] = world
             return state
-        if not self._captures and self._next_pull == 0 and self._capture_error is None:
-            self._capture(0)
+        if self._capture_error is None and self._next_pull == p and (
+            not self._captures or self._captures[-1][0] != p
+        ):
+            self._capture(p)  # the input is at p now: an exact state (no items to skip)
+            while len(self._captures) > 1 and self._captures[1][0] <= p:
+                self._captures.popleft()
         if self._capture_error is not None:
             raise StateNotSupportedError(
                 f"stage {self._stage!r} cannot report its position because its input cannot: "
@@ -712,6 +726,16 @@ class _ParallelMapIterator(DatasetIterator):
             if "len" not in state:
                 raise StateError(f"state for stage {self._stage!r} was made over a stream input, "
                                  "this one reads a random-access dataset")
+            world = _shard_world(self._holder.source)
+            if "world_size" in state and world is not None and state["world_size"] != world:
+                raise StateError(
+                    f"state of stage {self._stage!r} was saved with world_size="
+                    f"{state['world_size']}, this run has world_size={world}: a worker map "
+                    "right after shard() reads the shard by index and can only resume with the "
+                    "same world size; resume with world_size="
+                    f"{state['world_size']}, or let a stage iterate the shard first, e.g. "
+                    ".shard(rank, world_size).prefetch(2).map(fn, workers=N)"
+                )
             if state["len"] != self._len:
                 raise StateError(f"state is for an input of {state['len']} items, this one has "
                                  f"{self._len}")
@@ -726,7 +750,17 @@ class _ParallelMapIterator(DatasetIterator):
         self._capture_error = None
         if self._source is not None:
             skip = non_negative_int("state['skip']", state["skip"])
+            from feedline.dataset import shard as shard_mod
+
+            before = shard_mod.reshard_count
             self._source.set_state(state["parent"])
+            if shard_mod.reshard_count != before and (skip or done):
+                raise StateError(
+                    f"the input of stage {self._stage!r} was resumed on a different world "
+                    f"size, but the state counts {skip} item(s) to skip and {len(done)} "
+                    "already yielded in the old world's items; resume with the saved world "
+                    "size, or use ordered=True (see feedline.dataset.shard)"
+                )
             for k in range(skip):
                 try:
                     next(self._source)
@@ -738,6 +772,29 @@ class _ParallelMapIterator(DatasetIterator):
             self._captures.append((pos - skip, state["parent"]))
         self._next_pull = self._next_yield = pos
         self._yielded_ahead = set(done)
+
+
+def _has_shard(ds: Any) -> bool:
+    from feedline.dataset.shard import ShardDataset, StreamShardDataset
+
+    seen: set[int] = set()
+    todo = [ds]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, (ShardDataset, StreamShardDataset)):
+            return True
+        todo.extend(getattr(node, "_parents", ()) or ())
+    return False
+
+
+def _shard_world(source: Any) -> int | None:
+    """The world size when ``source`` is an index-mode shard, else ``None``."""
+    from feedline.dataset.shard import ShardDataset
+
+    return source.world_size if isinstance(source, ShardDataset) else None
 
 
 def _default_shm_budget() -> int:

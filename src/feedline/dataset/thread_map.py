@@ -231,7 +231,11 @@ class _ThreadMapIterator(DatasetIterator):
         done = sorted(q - oldest for q in self._yielded if q > oldest)
         done += sorted(q - oldest for q in self._skip if q >= oldest)
         if self._indexed is not None:
-            return {"type": "thread_map", "next": oldest, "done": done, "len": self._length}
+            state = {"type": "thread_map", "next": oldest, "done": done, "len": self._length}
+            world = getattr(self._indexed, "world_size", None)  # an index-mode shard
+            if world is not None:
+                state["world_size"] = world
+            return state
         if self._state_error is not None:
             raise StateNotSupportedError(
                 f"{self._owner.name} cannot report its position because its input cannot: "
@@ -247,6 +251,16 @@ class _ThreadMapIterator(DatasetIterator):
         self._yielded = set()
         if self._indexed is not None:
             check_state(state, "thread_map", ("next", "len"))
+            world = getattr(self._indexed, "world_size", None)
+            if "world_size" in state and world is not None and state["world_size"] != world:
+                raise StateError(
+                    f"state of stage {self._owner.name!r} was saved with world_size="
+                    f"{state['world_size']}, this run has world_size={world}: a thread map "
+                    "right after shard() reads the shard by index and can only resume with the "
+                    f"same world size; resume with world_size={state['world_size']}, or let a "
+                    "stage iterate the shard first, e.g. .shard(rank, world_size).prefetch(2)"
+                    ".map(fn, workers=N, backend='thread')"
+                )
             if state["len"] != self._length:
                 raise StateError(f"state is for a dataset of {state['len']} items, this one "
                                  f"has {self._length}")
