@@ -124,3 +124,38 @@ def test_build_index_does_not_follow_a_planted_symlink(tmp_path):
         ["e.tfrecord", "e.tfrecord.index", "e.tfrecord.index.tmp", "e.tfrecord.tmp", "victim.txt"]
     )
     assert TFRecordFile(path).index.offsets.tolist() == offsets
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_reader_that_raised_releases_descriptor_and_buffer_at_once(tmp_path):
+    import gc
+    import tracemalloc
+
+    path = str(tmp_path / "f.tfrecord")
+    offsets = write_records(path, RECORDS[:20])
+    data = bytearray(open(path, "rb").read())
+    data[offsets[7] + 20] ^= 0xFF  # record 7's data CRC fails
+    open(path, "wb").write(bytes(data))
+    gc.disable()
+    tracemalloc.start()
+    try:
+        before_fds = _open_fds()
+        reader = tfrecord.TFRecordReader(path)
+        got = [next(reader) for _ in range(7)]
+        assert _open_fds() == before_fds + 1
+        with pytest.raises(CorruptRecordError, match=rf"record 7 at byte {offsets[7]}: corrupted record: data CRC"):
+            next(reader)
+        assert _open_fds() == before_fds  # released now, the reader still referenced
+        assert tracemalloc.get_traced_memory()[0] < 1 << 20  # the 4 MiB buffer is gone
+        assert reader.get_state()["offset"] == offsets[7]
+        with pytest.raises(CorruptRecordError, match=rf"record 7 at byte {offsets[7]}"):
+            next(reader)  # reopens where it stopped and meets the same damage
+        assert _open_fds() == before_fds
+        assert got == RECORDS[:7]
+    finally:
+        tracemalloc.stop()
+        gc.enable()

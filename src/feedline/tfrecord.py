@@ -378,6 +378,7 @@ class TFRecordReader(DatasetIterator[bytes]):
         self._skipped_bytes = 0
         self._index_offsets: np.ndarray | None = None
         self._index_loaded = False
+        self._parked: int | None = None  # offset to reopen at after an error released the file
 
     compression = _compression.compression_property("_source")
 
@@ -434,6 +435,9 @@ class TFRecordReader(DatasetIterator[bytes]):
             src = _Source(self.path, self._compression, self._block_size, self.storage_options)
             self._src = src
             self._compression = src.compression
+            if self._parked is not None:
+                parked, self._parked = self._parked, None
+                src.seek(parked)
         return src
 
     def _fill(self) -> bool:
@@ -508,6 +512,13 @@ class TFRecordReader(DatasetIterator[bytes]):
         """Raise, or count and move past the damage at ``at`` (``resume``: an offset,
         ``"scan"`` to look for the next header, ``None`` for the end of the data)."""
         err = CorruptRecordError(message, path=self.path, index=self._chunk_index, offset=at)
+        if self.on_error == "raise":
+            # release the descriptor and the read buffer now, not at garbage collection;
+            # a later call reopens the file here (and meets the same damage)
+            self._parked = src.offset()
+            self._src = None
+            src.close()
+            src.buf = bytearray(0)
         report(err, self.on_error, cause=cause, stacklevel=4)
         self._skipped += 1
         self._chunk_index += 1
@@ -587,6 +598,8 @@ class TFRecordReader(DatasetIterator[bytes]):
         if self._i < len(self._records):
             return int(self._offsets[self._i])
         if self._src is None and not self._closed:
+            if self._parked is not None:
+                return self._parked  # released after an error
             return 0  # not opened yet: set_state opens, so nothing was read
         return self._source().offset()
 
@@ -601,6 +614,7 @@ class TFRecordReader(DatasetIterator[bytes]):
 
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "tfrecord", ("offset", "index"))
+        self._parked = None
         src = self._source()
         src.seek(int(state["offset"]))
         self._records, self._i = [], 0
