@@ -50,14 +50,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the process exit status."""
+    """Run the command line; return the process exit status (130 after Ctrl-C, which
+    prints "interrupted", never a traceback).
+
+    Run as the command (``argv`` left out), ``main`` ignores ``SIGINT`` once the
+    subcommand has returned or been interrupted: a Ctrl-C that arrives while the
+    interpreter exits (workers being joined, files closed) would otherwise print a
+    traceback from a finaliser. A call with an explicit ``argv`` leaves the signal alone.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    as_command = argv is None
     try:
-        return int(args._run(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        try:
+            return int(args._run(args) or 0)
+        except KeyboardInterrupt:
+            _quiet_exit(as_command)
+            print("interrupted", file=sys.stderr)
+            return 130
+    finally:
+        _quiet_exit(as_command)
+
+
+def _quiet_exit(as_command: bool) -> None:
+    if as_command:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":  # pragma: no cover
