@@ -33,7 +33,7 @@ def test_demo_quick_run_trains_reports_and_resumes(tmp_path, capsys, leak_check)
     stages = [s["name"] for s in summary["pipeline"]["stages"]]
     assert {"shuffle(1024)", "map(decode)", "batch(32)", "prefetch(4)"} <= set(stages)
 
-    data = sorted(os.listdir(out / "data"))
+    data = sorted(n for n in os.listdir(out / "data") if not n.startswith("."))  # manifests
     assert data == [f"test-0000{i}-of-00002.tfrecord" for i in range(2)] + [
         f"train-0000{i}-of-00004.{ext}" for i in range(4) for ext in ("idx", "rec")]
     assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"

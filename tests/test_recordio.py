@@ -389,7 +389,7 @@ def test_bad_index_lines(tmp_path):
     (tmp_path / "x.rec").write_bytes(b"")
     idx = tmp_path / "x.idx"
     idx.write_text("0\t0\n\nabc\n")
-    with pytest.raises(CorruptRecordError, match=r"x\.idx: line 3: bad index line 'abc'"):
+    with pytest.raises(CorruptRecordError, match=r"x\.idx: line 3 at byte 5: bad index line 'abc'"):
         recordio.IndexedRecordIO(idx, tmp_path / "x.rec")
     idx.write_text("0\t-8\n")
     with pytest.raises(CorruptRecordError, match="negative offset -8"):

@@ -20,7 +20,7 @@ def test_recordio_round_robin_with_index(tmp_path):
         shards = [w.write(b"rec%d" % i) for i in range(8)]
     assert shards == [0, 1, 2, 0, 1, 2, 0, 1]
     assert w.counts == [3, 3, 2]
-    assert _listing(tmp_path) == [
+    assert _listing(tmp_path) == [".train-of-00003.manifest.json"] + [
         f"train-0000{i}-of-00003.{ext}" for i in range(3) for ext in ("idx", "rec")
     ]
     # each .idx maps the global record number to its record, as MXIndexedRecordIO reads it

@@ -12,12 +12,14 @@ Hierarchy::
     │   ├── DecodeError                        a payload that does not decode (image, CSV field)
     │   ├── MissingFeatureError (KeyError too) a required feature/column is absent
     │   ├── ComposeNotAligned                  ``compose`` readers of different lengths
-    │   └── FeedError                          a sample the DataFeeder cannot convert
+    │   ├── FeedError                          a sample the DataFeeder cannot convert
+    │   └── IncompleteShardSetError            a ``-of-N`` shard set whose writer did not finish
     ├── StateError (RuntimeError)              iterator state problems
     │   └── StateNotSupportedError             the pipeline cannot capture its position
     ├── PipelineError (RuntimeError)           the runtime failed
     │   ├── WorkerError                        a worker process or thread raised
-    │   └── WorkerDiedError                    a worker process died (signal, OOM killer)
+    │   ├── WorkerDiedError                    a worker process died (signal, OOM killer)
+    │   └── StageTimeoutError (TimeoutError)   a ``map(timeout=)`` element took too long
     ├── SharedMemoryError (OSError)            /dev/shm is missing or too small
     └── CheckpointError (ValueError)           a checkpoint that is truncated or does not match
 
@@ -43,11 +45,13 @@ __all__ = [
     "MissingFeatureError",
     "ComposeNotAligned",
     "FeedError",
+    "IncompleteShardSetError",
     "StateError",
     "StateNotSupportedError",
     "PipelineError",
     "WorkerError",
     "WorkerDiedError",
+    "StageTimeoutError",
     "SharedMemoryError",
     "CheckpointError",
     "RemoteTraceback",
@@ -137,6 +141,12 @@ class FeedError(DataError):
     """
 
 
+class IncompleteShardSetError(DataError):
+    """A set of ``-of-N`` shards that :class:`feedline.sharded.ShardedWriter` did not finish
+    committing (its manifest is pending), or whose files no longer match the manifest
+    (a shard missing or of another size). ``path`` is the manifest."""
+
+
 class StateError(FeedlineError, RuntimeError):
     """An iterator state that cannot be used (wrong pipeline, wrong version)."""
 
@@ -155,6 +165,29 @@ class WorkerError(PipelineError):
 
 class WorkerDiedError(PipelineError):
     """A worker process ended without reporting (killed by a signal, the OOM killer)."""
+
+
+class StageTimeoutError(PipelineError, TimeoutError):
+    """An element of a ``map(..., timeout=seconds)`` stage was not done in time.
+
+    ``stage`` names the stage (``"map(decode)"``), ``index`` the element's position in the
+    stage's input (0-based, counted from where the iterator started), ``timeout`` the
+    limit in seconds.
+
+    >>> err = StageTimeoutError("map(slow)", 7, 2.5)
+    >>> str(err)
+    'map(slow): element 7 not done after 2.5 s (timeout=2.5)'
+    >>> isinstance(err, TimeoutError)
+    True
+    """
+
+    def __init__(self, stage: str, index: int | None, timeout: float) -> None:
+        self.stage, self.index, self.timeout = stage, index, timeout
+        where = f"element {index}" if index is not None else "an element"
+        super().__init__(f"{stage}: {where} not done after {timeout:g} s (timeout={timeout:g})")
+
+    def __reduce__(self):
+        return (type(self), (self.stage, self.index, self.timeout))
 
 
 class SharedMemoryError(FeedlineError, OSError):

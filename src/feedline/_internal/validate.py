@@ -12,6 +12,7 @@ ValueError: `batch_size` must be a positive int, got 0
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "one_of",
     "callable_arg",
     "probability",
+    "optional_positive_number",
     "check_float",
     "non_negative_float",
     "positive_int_arg",
@@ -156,3 +158,25 @@ def non_negative_int_arg(text: str) -> int:
     0
     """
     return _int_arg(text, 0, "a non-negative int")
+
+
+def optional_positive_number(name: str, value: Any) -> float | None:
+    """``None`` or a positive finite int/float, returned as float.
+
+    >>> optional_positive_number("timeout", 2)
+    2.0
+    >>> optional_positive_number("timeout", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `timeout` must be a positive number of seconds or None, got 0
+    """
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"`{name}` must be a positive number of seconds or None, got {value!r}")
+    return float(value)

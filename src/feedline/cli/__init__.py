@@ -178,6 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status (see the module docstring).
 
     Bad options raise ``SystemExit(2)`` after printing their one line (``argparse``).
+    Run as the command (``argv`` left out), ``main`` ignores ``SIGINT`` once the
+    subcommand has returned or been interrupted: a Ctrl-C that arrives while the
+    interpreter exits (workers being joined, files closed) would otherwise print a
+    traceback from a finaliser. A call with an explicit ``argv`` leaves the signal alone.
     """
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -185,11 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         subparsers = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
         subparsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     command = f"feedline {args.command}"
+    as_command = argv is None
     try:
         status = int(args._run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the boundary
         return status
     except KeyboardInterrupt:
+        _quiet_exit(as_command)
         print(f"{command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
@@ -200,6 +206,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"{command}: error: {error_message(exc)}", file=sys.stderr)
         return exit_status(exc)
+    finally:
+        _quiet_exit(as_command)
+
+
+def _quiet_exit(as_command: bool) -> None:
+    if as_command:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":  # pragma: no cover

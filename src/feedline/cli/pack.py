@@ -85,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a missing or corrupt image: stop (default), skip, or skip with a warning",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument(
+        "--allow-outside-root",
+        action="store_true",
+        help="read list paths that leave the image root (absolute, '..', symbolic links)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         exts=exts,
         on_error=args.on_error,
         progress=not args.quiet,
+        allow_outside_root=args.allow_outside_root,
     )
     print(f"packed {result.count} images into {len(result.files)} file(s):")
     for path, count in zip(result.files, result.counts):

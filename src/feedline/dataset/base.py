@@ -296,6 +296,7 @@ class Dataset(Generic[T]):
         on_error: str = "raise",
         max_skips: int | None = None,
         replacement: Any = UNSET,
+        timeout: float | None = None,
     ) -> Dataset:
         """Apply ``fn`` to every item: in this thread (``workers=0``), in ``workers`` worker
         processes, or in ``workers`` threads (``backend="thread"``, for functions that
@@ -305,6 +306,8 @@ class Dataset(Generic[T]):
         ``seed`` seeds each worker's ``random``/numpy/torch generators per item so a run is
         reproducible; ``workers="auto"`` picks the count by measuring. An exception raised
         by ``fn`` is re-raised here with the worker's traceback; the state resumes exactly.
+        ``timeout`` seconds per element (``workers > 0``) raise
+        :class:`~feedline.exceptions.StageTimeoutError` naming the stage and element.
 
         ``on_error="skip"`` drops an element whose ``fn`` raises, ``"replace"`` yields
         ``replacement`` in its place (rank balance under sharding); both count it in
@@ -323,7 +326,7 @@ class Dataset(Generic[T]):
         def build(f: Callable) -> Dataset:
             return map_dataset(
                 self, f, workers=workers, ordered=ordered, seed=seed, name=name,
-                buffer_size=buffer_size, backend=backend,
+                buffer_size=buffer_size, backend=backend, timeout=timeout,
             )
 
         if on_error == "raise" and max_skips is None and replacement is UNSET:

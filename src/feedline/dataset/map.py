@@ -10,6 +10,14 @@
 * ``workers=N, backend="thread"`` runs ``fn`` in ``N`` threads of this process (see
   :mod:`feedline.dataset.thread_map`): for functions that release the GIL (image
   decoding, numpy, zlib, I/O), with no pickling and no copies.
+* ``timeout=seconds`` (with ``workers > 0``, like ``DataLoader``'s): an element whose
+  ``fn`` has run longer than that raises
+  :class:`~feedline.exceptions.StageTimeoutError` naming the stage and the element's
+  position, instead of blocking forever; the iteration ends. A process worker stuck in
+  ``fn`` is terminated; a stuck thread cannot be stopped and is abandoned (it ends when
+  ``fn`` returns). With a timeout each message to a worker process carries one item, so
+  that the element is known. A mapper in the consuming thread (``workers=0``) cannot be
+  interrupted, so ``timeout`` needs ``workers > 0``.
 
 The state of an in-thread map is its parent's state: ``fn`` is applied to whatever the
 parent yields next.
@@ -25,7 +33,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from feedline._internal.validate import callable_arg, one_of, optional_positive_int
+from feedline._internal.validate import (
+    callable_arg,
+    one_of,
+    optional_positive_int,
+    optional_positive_number,
+)
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, TransformIterator
 
@@ -46,9 +59,11 @@ def map_dataset(
     name: str | None = None,
     buffer_size: int | None = None,
     backend: str = "process",
+    timeout: float | None = None,
 ) -> Dataset:
     """Build the right map stage for ``workers`` and ``backend``; see the module docstring."""
     callable_arg("fn", fn)
+    timeout = optional_positive_number("timeout", timeout)
     label = name or f"map({_fn_name(fn)})"
     optional_positive_int("buffer_size", buffer_size)
     one_of("backend", backend, ("process", "thread"))
@@ -58,16 +73,21 @@ def map_dataset(
         from feedline.dataset.thread_map import ThreadMapDataset
 
         return ThreadMapDataset(parent, fn, workers=workers, ordered=ordered,
-                                buffer_size=buffer_size, name=label)
+                                buffer_size=buffer_size, name=label, timeout=timeout)
     if parallel:
         from feedline.dataset.parallel_map import ParallelMapDataset
 
         return ParallelMapDataset(
             parent, fn, workers=workers, ordered=ordered, seed=seed, name=label,
-            buffer_size=buffer_size,
+            buffer_size=buffer_size, timeout=timeout,
         )
     if workers != 0:
         raise ValueError(f"`workers` must be a non-negative int or 'auto', got {workers!r}")
+    if timeout is not None:
+        raise ValueError(
+            "`timeout` needs `workers` > 0: a mapper running in the consuming thread cannot "
+            "be interrupted"
+        )
     if isinstance(parent, RandomAccessDataset):
         return RandomAccessMapDataset(parent, fn, label)
     return MapDataset(parent, fn, label)

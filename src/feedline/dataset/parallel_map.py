@@ -39,6 +39,12 @@ CPU-bound Python mappers run truly in parallel, in ``N`` processes of a
   so and results are pickled through pipes instead; ``transport="shm"`` raises
   :class:`~feedline.exceptions.SharedMemoryError`. ``FEEDLINE_TRANSPORT`` and
   ``FEEDLINE_START_METHOD`` set the defaults.
+* **Timeout.** With ``timeout=seconds`` every message carries one item, and an item a
+  worker has been mapping (or reading) for longer raises
+  :class:`~feedline.exceptions.StageTimeoutError` naming the stage and the item's
+  position; the workers are then terminated and the iteration ends (the next iteration
+  starts fresh ones). Time spent queued behind the worker's earlier items is not
+  counted.
 
 **State.** ``get_state()`` is ``{"type": "parallel_map", "pos", "done", ...}``: ``pos`` is
 the first position not yet yielded and ``done`` the positions after it that were already
@@ -80,10 +86,16 @@ from feedline._internal.validate import (
     non_negative_int,
     one_of,
     optional_positive_int,
+    optional_positive_number,
 )
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
-from feedline.exceptions import PipelineError, StateError, StateNotSupportedError
+from feedline.exceptions import (
+    PipelineError,
+    StageTimeoutError,
+    StateError,
+    StateNotSupportedError,
+)
 from feedline.runtime import autotune
 from feedline.runtime.seeding import derive_seed, fresh_seed
 from feedline.runtime.workers import (
@@ -133,6 +145,7 @@ class ParallelMapDataset(Dataset):
         transport: str | None = None,
         cpu_budget: int | None = None,
         shm_budget: int | None = None,
+        timeout: float | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(parent, Dataset):
@@ -159,6 +172,7 @@ class ParallelMapDataset(Dataset):
         )
         self.cpu_budget = optional_positive_int("cpu_budget", cpu_budget) or autotune.cpu_budget()
         self.shm_budget = optional_positive_int("shm_budget", shm_budget)
+        self.timeout = optional_positive_number("timeout", timeout)
         source = parent if isinstance(parent, RandomAccessDataset) else None
         self._holder = _PoolHolder(fn, source, self)
         self._finalizer = weakref.finalize(self, self._holder.orphan)
@@ -200,6 +214,10 @@ class _PoolHolder:
         self.transport = ds.transport
         self.cpu_budget = ds.cpu_budget
         self.shm_budget = ds.shm_budget
+        self.timeout = ds.timeout
+        # a shard upstream may be resumed on another world size: capture the input's
+        # state before every item, so that a state never counts items to skip
+        self.exact_states = _has_shard(ds._parents[0])
         self.auto = ds.workers == "auto"
         self.workers: int | None = None if self.auto else int(ds.workers)
         self._lock = threading.Lock()
@@ -296,6 +314,9 @@ class _ParallelMapIterator(DatasetIterator):
         self._shm_budget = _DEFAULT_SHM_BUDGET
         self._calibration: autotune.WorkerCalibration | None = None
         self._last_exit: float | None = None
+        # timeout: when each outstanding chunk was sent, when each worker last replied
+        self._sent: list[deque[float]] = []
+        self._replied: list[float] = []
         # statistics (read by feedline.runtime.stats)
         self.wait_seconds = 0.0
         self.worker_seconds = 0.0
@@ -319,6 +340,8 @@ class _ParallelMapIterator(DatasetIterator):
         self._gen = pool.new_generation()
         self._pending = [[] for _ in range(self._n)]
         self._load = [0] * self._n
+        self._sent = [deque() for _ in range(self._n)]
+        self._replied = [0.0] * self._n
         self._rr_start = self._next_yield
         if holder.auto and holder.workers is None:
             self._calibration = autotune.WorkerCalibration(max_workers=holder.cpu_budget)
@@ -339,6 +362,8 @@ class _ParallelMapIterator(DatasetIterator):
             item_seconds=self._item_s, item_bytes=self._item_bytes,
             bytes_cap=self._bytes_cap, max_items=cap,
         )
+        if self._holder.timeout is not None:
+            self._chunk = 1  # one item per message: a timeout names the element
         if self._calibration is not None:
             self._window = self._calibration.items
         elif buffer_size is not None:
@@ -359,6 +384,8 @@ class _ParallelMapIterator(DatasetIterator):
                 pool.reseed(w, derive_seed(self._base_seed, w, self._epoch, self._next_yield))
             self._pending.extend([] for _ in range(n - first))
             self._load.extend(0 for _ in range(n - first))
+            self._sent.extend(deque() for _ in range(n - first))
+            self._replied.extend(0.0 for _ in range(n - first))
         self._n = pool.size
         self._retune()
 
@@ -374,6 +401,7 @@ class _ParallelMapIterator(DatasetIterator):
         self._ready = {} if self._ordered else deque()
         self._pending = [[] for _ in range(self._n)]
         self._load = [0] * self._n
+        self._sent = [deque() for _ in range(self._n)]
         self._inflight = 0
 
     def close(self) -> None:
@@ -537,7 +565,11 @@ class _ParallelMapIterator(DatasetIterator):
             self._capture_error = exc
             return
         self._captures.append((p, state))
-        if time.perf_counter() - t0 > _CAPTURE_SLOW and self._capture_every < _MAX_CAPTURE_EVERY:
+        if (
+            time.perf_counter() - t0 > _CAPTURE_SLOW
+            and self._capture_every < _MAX_CAPTURE_EVERY
+            and not self._holder.exact_states
+        ):
             self._capture_every *= 2
 
     def _dispatch(self) -> None:
@@ -574,6 +606,8 @@ class _ParallelMapIterator(DatasetIterator):
         items = None if self._source is None else [x for _, x in chunk]
         try:
             self._pool.submit(w, self._gen, self._base, positions, items)
+            if self._holder.timeout is not None:
+                self._sent[w].append(time.monotonic())
         except Exception as exc:
             add_note(exc, f"while sending items {positions[0]}..{positions[-1]} to worker {w} "
                           f"of stage {self._stage!r} (items must be picklable)")
@@ -591,9 +625,13 @@ class _ParallelMapIterator(DatasetIterator):
                     raise PipelineError(  # pragma: no cover - an engine bug, never a hang
                         f"stage {self._stage!r}: waiting for worker {target}, which has no work"
                     )
-                got = pool.ready(busy, _WAIT_SLICE)
+                timeout = self._holder.timeout
+                got = pool.ready(busy, _WAIT_SLICE if timeout is None else min(
+                    _WAIT_SLICE, max(0.0, self._next_deadline(busy) - time.monotonic())))
                 for w in got:
                     self._collect(w)
+                if timeout is not None:
+                    self._check_timeouts([w for w in busy if w not in got])
                 if got and (target is None or target in got):
                     return
                 if got:
@@ -601,8 +639,33 @@ class _ParallelMapIterator(DatasetIterator):
         finally:
             self.wait_seconds += time.perf_counter() - t0
 
+    def _started(self, w: int) -> float:
+        """When worker ``w`` began its oldest outstanding chunk (at the latest)."""
+        return max(self._sent[w][0], self._replied[w])
+
+    def _next_deadline(self, busy: list[int]) -> float:
+        starts = [self._started(w) for w in busy if self._sent[w]]
+        return min(starts) + self._holder.timeout if starts else time.monotonic() + _WAIT_SLICE
+
+    def _check_timeouts(self, busy: list[int]) -> None:
+        timeout = self._holder.timeout
+        now = time.monotonic()
+        for w in busy:
+            if self._sent[w] and now - self._started(w) > timeout:
+                pool = self._pool
+                position = pool.outstanding(w)[0][0]
+                # the worker is stuck in fn: mark the pool unusable so that it is
+                # terminated when handed back
+                pool.broken = pool.broken or (
+                    f"worker {w} was stuck on item {position} for more than {timeout:g} s"
+                )
+                raise StageTimeoutError(self._stage, position, timeout)
+
     def _collect(self, w: int) -> None:
         positions, entries, busy, nbytes = self._pool.collect(w)
+        if self._holder.timeout is not None:
+            self._sent[w].popleft()
+            self._replied[w] = time.monotonic()
         n = len(positions)
         self.worker_seconds += busy
         self._load[w] -= n
@@ -631,9 +694,16 @@ class _ParallelMapIterator(DatasetIterator):
         }
         if self._source is None:
             state["len"] = self._len
+            world = _shard_world(self._holder.source)
+            if world is not None:
+                state["world_size"] = world
             return state
-        if not self._captures and self._next_pull == 0 and self._capture_error is None:
-            self._capture(0)
+        if self._capture_error is None and self._next_pull == p and (
+            not self._captures or self._captures[-1][0] != p
+        ):
+            self._capture(p)  # the input is at p now: an exact state (no items to skip)
+            while len(self._captures) > 1 and self._captures[1][0] <= p:
+                self._captures.popleft()
         if self._capture_error is not None:
             raise StateNotSupportedError(
                 f"stage {self._stage!r} cannot report its position because its input cannot: "
@@ -656,6 +726,16 @@ class _ParallelMapIterator(DatasetIterator):
             if "len" not in state:
                 raise StateError(f"state for stage {self._stage!r} was made over a stream input, "
                                  "this one reads a random-access dataset")
+            world = _shard_world(self._holder.source)
+            if "world_size" in state and world is not None and state["world_size"] != world:
+                raise StateError(
+                    f"state of stage {self._stage!r} was saved with world_size="
+                    f"{state['world_size']}, this run has world_size={world}: a worker map "
+                    "right after shard() reads the shard by index and can only resume with the "
+                    "same world size; resume with world_size="
+                    f"{state['world_size']}, or let a stage iterate the shard first, e.g. "
+                    ".shard(rank, world_size).prefetch(2).map(fn, workers=N)"
+                )
             if state["len"] != self._len:
                 raise StateError(f"state is for an input of {state['len']} items, this one has "
                                  f"{self._len}")
@@ -670,7 +750,17 @@ class _ParallelMapIterator(DatasetIterator):
         self._capture_error = None
         if self._source is not None:
             skip = non_negative_int("state['skip']", state["skip"])
+            from feedline.dataset import shard as shard_mod
+
+            before = shard_mod.reshard_count
             self._source.set_state(state["parent"])
+            if shard_mod.reshard_count != before and (skip or done):
+                raise StateError(
+                    f"the input of stage {self._stage!r} was resumed on a different world "
+                    f"size, but the state counts {skip} item(s) to skip and {len(done)} "
+                    "already yielded in the old world's items; resume with the saved world "
+                    "size, or use ordered=True (see feedline.dataset.shard)"
+                )
             for k in range(skip):
                 try:
                     next(self._source)
@@ -682,6 +772,29 @@ class _ParallelMapIterator(DatasetIterator):
             self._captures.append((pos - skip, state["parent"]))
         self._next_pull = self._next_yield = pos
         self._yielded_ahead = set(done)
+
+
+def _has_shard(ds: Any) -> bool:
+    from feedline.dataset.shard import ShardDataset, StreamShardDataset
+
+    seen: set[int] = set()
+    todo = [ds]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, (ShardDataset, StreamShardDataset)):
+            return True
+        todo.extend(getattr(node, "_parents", ()) or ())
+    return False
+
+
+def _shard_world(source: Any) -> int | None:
+    """The world size when ``source`` is an index-mode shard, else ``None``."""
+    from feedline.dataset.shard import ShardDataset
+
+    return source.world_size if isinstance(source, ShardDataset) else None
 
 
 def _default_shm_budget() -> int:

@@ -21,6 +21,20 @@ The state is the global position (``start + next * W``), so a job can resume wit
 *different* world size: the new ranks continue the same epoch from that position without
 losing or repeating a record (ranks run in lockstep, so rank 0's state stands for all).
 
+**Resuming with a different world size after ``map(workers=N)``** — the exact limits:
+
+* ``shard(...).map(fn, workers=N)`` (process or thread backend) reads the shard *by
+  index*: its state counts positions of this rank's part, which mean nothing under
+  another world size. Resuming it with a different ``world_size`` raises
+  :class:`~feedline.exceptions.StateError` saying so; resume with the saved world size,
+  or iterate the shard before the map, e.g. ``shard(...).prefetch(2).map(fn,
+  workers=N)`` (with ``ordered=True``, the default).
+* With a stage in between (``prefetch``, ``filter``, ``batch`` ...), the map reads a
+  stream whose state is the shard's global position, and an *ordered* map resumes on
+  any world size with nothing lost and nothing repeated. An unordered map
+  (``ordered=False``) that had already yielded items ahead of its oldest pending one
+  cannot move them to the new ranks and raises ``StateError``.
+
 **Streams.** A stream dataset is sharded by taking every ``W``-th item starting at
 ``r`` (``policy`` must be ``"none"``); shard file lists this way, or use index mode.
 
@@ -42,6 +56,11 @@ from feedline.exceptions import StateError
 __all__ = ["ShardDataset", "StreamShardDataset", "shard_dataset", "POLICIES"]
 
 POLICIES = ("pad", "drop_remainder", "none")
+
+#: How many times a shard iterator in this process restored a state saved under another
+#: world size; worker-map stages compare it around ``set_state`` to refuse skips counted
+#: in the old world's items.
+reshard_count = 0
 
 
 def shard_dataset(parent: Dataset, rank: int, world_size: int, *, policy: str = "pad") -> Dataset:
@@ -130,6 +149,8 @@ class _ShardIterator(DatasetIterator):
         if state["world_size"] == self._world:
             self._start, self._next = start, nxt
         else:  # continue the same epoch from the global position with the new world size
+            global reshard_count
+            reshard_count += 1
             self._start = min(start + nxt * state["world_size"], self._n)
             self._next = 0
         self._count = _count(self._n - self._start, self._world, self._rank, self._policy)

@@ -12,6 +12,10 @@ functions hold the GIL and should use the default process backend instead.
   ready first.
 * An exception raised by ``fn`` is re-raised in the consumer as the same exception
   object, with its original traceback and a note naming the stage.
+* ``timeout=seconds``: an item whose ``fn`` has run longer raises
+  :class:`~feedline.exceptions.StageTimeoutError` naming the stage and the item's
+  position. A thread cannot be stopped from outside: the stuck call is abandoned (its
+  thread ends when ``fn`` returns) and ``close()`` does not wait for it.
 * ``close()``, ``break`` followed by garbage collection, or the end of the data cancels
   the pending calls and joins the threads (named ``feedline-<stage>``).
 * State: the position of the oldest result not yet yielded and the positions after it
@@ -31,6 +35,7 @@ True
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -40,7 +45,7 @@ from feedline._internal.notes import add_note
 from feedline._internal.validate import non_negative_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
-from feedline.exceptions import StateError, StateNotSupportedError
+from feedline.exceptions import StageTimeoutError, StateError, StateNotSupportedError
 
 __all__ = ["ThreadMapDataset"]
 
@@ -49,11 +54,17 @@ def _read_and_apply(fn: Callable, ds: RandomAccessDataset, index: int) -> Any:
     return fn(ds._getitem(index))
 
 
+def _timed(started: dict, p: int, call: Callable, *args: Any) -> Any:
+    """Run ``call(*args)`` noting in ``started[p]`` when it began (for ``timeout``)."""
+    started[p] = time.monotonic()
+    return call(*args)
+
+
 class ThreadMapDataset(Dataset):
     """``fn`` over the parent's items in a pool of threads; see the module docstring."""
 
     def __init__(self, parent: Dataset, fn: Callable, *, workers: int | str, ordered: bool,
-                 buffer_size: int | None, name: str) -> None:
+                 buffer_size: int | None, name: str, timeout: float | None = None) -> None:
         super().__init__()
         self._parents = (parent,)
         self._fn = fn
@@ -61,6 +72,7 @@ class ThreadMapDataset(Dataset):
         self.ordered = bool(ordered)
         self._depth = buffer_size or 2 * self.workers
         self._name = name
+        self.timeout = timeout
 
     @property
     def name(self) -> str:
@@ -93,6 +105,8 @@ class _ThreadMapIterator(DatasetIterator):
         self._exhausted = False
         self._state_error: StateError | None = None
         self._closed = False
+        self._started: dict[int, float] = {}  # position -> when fn began (with a timeout)
+        self._hung = False  # a call timed out: never wait for the threads
 
     # -------------------------------------------------------------- feeding the pool
     def _pool(self) -> ThreadPoolExecutor:
@@ -115,7 +129,8 @@ class _ThreadMapIterator(DatasetIterator):
                 if p in self._skip:
                     self._skip.discard(p)
                     continue
-                fut = pool.submit(_read_and_apply, self._fn, self._indexed, self._base + p)
+                fut = self._submit(pool, p, _read_and_apply, self._fn, self._indexed,
+                                   self._base + p)
             else:
                 if self._state_error is None:
                     try:
@@ -133,9 +148,34 @@ class _ThreadMapIterator(DatasetIterator):
                     self._skip.discard(p)
                     self._states.pop(p, None)
                     continue
-                fut = pool.submit(self._fn, item)
+                fut = self._submit(pool, p, self._fn, item)
             self._inflight[p] = fut
             self._order.append(p)
+
+    def _submit(self, pool: ThreadPoolExecutor, p: int, call: Callable, *args: Any) -> Future:
+        if self._owner.timeout is None:
+            return pool.submit(call, *args)
+        return pool.submit(_timed, self._started, p, call, *args)
+
+    def _await(self, futures: list[Future], positions: list[int]) -> None:
+        """Wait until one of ``futures`` is done; with a timeout, raise
+        :class:`StageTimeoutError` for a call running longer than it."""
+        timeout = self._owner.timeout
+        if timeout is None:
+            wait(futures, return_when=FIRST_COMPLETED)
+            return
+        while True:
+            now = time.monotonic()
+            running = [(self._started[q], q) for q in positions if q in self._started]
+            for began, q in sorted(running):
+                if now - began > timeout and not self._inflight[q].done():
+                    self._hung = True
+                    raise StageTimeoutError(self._owner.name, q, timeout)
+            first = min((b for b, _ in running), default=now)
+            slice_s = max(0.001, min(1.0, first + timeout - now))
+            done, _ = wait(futures, timeout=slice_s, return_when=FIRST_COMPLETED)
+            if done:
+                return
 
     # -------------------------------------------------------------- consuming
     def __next__(self) -> Any:
@@ -145,15 +185,19 @@ class _ThreadMapIterator(DatasetIterator):
         if not self._inflight:
             raise StopIteration
         if self._owner.ordered:
-            p = self._order.popleft()
+            p = self._order[0]
+            if not self._inflight[p].done():
+                self._await([self._inflight[p]], [p])
+            self._order.popleft()
         else:
             ready = [q for q in self._order if self._inflight[q].done()]
             if not ready:
-                wait(list(self._inflight.values()), return_when=FIRST_COMPLETED)
+                self._await(list(self._inflight.values()), list(self._order))
                 ready = [q for q in self._order if self._inflight[q].done()]
             p = ready[0]
             self._order.remove(p)
         fut = self._inflight.pop(p)
+        self._started.pop(p, None)
         try:
             result = fut.result()
         except BaseException as exc:
@@ -183,7 +227,11 @@ class _ThreadMapIterator(DatasetIterator):
         done = sorted(q - oldest for q in self._yielded if q > oldest)
         done += sorted(q - oldest for q in self._skip if q >= oldest)
         if self._indexed is not None:
-            return {"type": "thread_map", "next": oldest, "done": done, "len": self._length}
+            state = {"type": "thread_map", "next": oldest, "done": done, "len": self._length}
+            world = getattr(self._indexed, "world_size", None)  # an index-mode shard
+            if world is not None:
+                state["world_size"] = world
+            return state
         if self._state_error is not None:
             raise StateNotSupportedError(
                 f"{self._owner.name} cannot report its position because its input cannot: "
@@ -199,6 +247,16 @@ class _ThreadMapIterator(DatasetIterator):
         self._yielded = set()
         if self._indexed is not None:
             check_state(state, "thread_map", ("next", "len"))
+            world = getattr(self._indexed, "world_size", None)
+            if "world_size" in state and world is not None and state["world_size"] != world:
+                raise StateError(
+                    f"state of stage {self._owner.name!r} was saved with world_size="
+                    f"{state['world_size']}, this run has world_size={world}: a thread map "
+                    "right after shard() reads the shard by index and can only resume with the "
+                    f"same world size; resume with world_size={state['world_size']}, or let a "
+                    "stage iterate the shard first, e.g. .shard(rank, world_size).prefetch(2)"
+                    ".map(fn, workers=N, backend='thread')"
+                )
             if state["len"] != self._length:
                 raise StateError(f"state is for a dataset of {state['len']} items, this one "
                                  f"has {self._length}")
@@ -216,6 +274,7 @@ class _ThreadMapIterator(DatasetIterator):
             fut.cancel()
         self._inflight.clear()
         self._order.clear()
+        self._started.clear()
 
     def buffer_fill(self) -> float:
         """Fraction of the in-flight slots holding finished results (for statistics)."""
@@ -228,7 +287,7 @@ class _ThreadMapIterator(DatasetIterator):
         self._closed = True
         self._drop_inflight()
         executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+        if executor is not None:  # a timed-out call may never return: do not wait for it
+            executor.shutdown(wait=not self._hung, cancel_futures=True)
         if self._source is not None:
             self._source.close()

@@ -34,6 +34,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from feedline._internal.atomic import replace_file
 from feedline.exceptions import CorruptRecordError
 from feedline.storage.fs import open_file
 
@@ -179,9 +180,10 @@ def write_idx(
     data = encode_idx(array)
     if compress is None:
         compress = path.endswith(".gz")
-    with open(path, "wb") as f:
-        if compress:
-            with gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as gz:
-                gz.write(data)
-        else:
-            f.write(data)
+    if compress:
+        buf = io.BytesIO()
+        with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="") as gz:
+            gz.write(data)
+        data = buf.getvalue()
+    # a unique temporary renamed into place: a failed write (full disk) leaves no partial file
+    replace_file(path, data)

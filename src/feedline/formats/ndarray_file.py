@@ -26,6 +26,7 @@ array and the byte offset, as is any truncated or inconsistent file.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Mapping, Sequence
@@ -142,7 +143,7 @@ def _read_array(reader: _Reader, i: int) -> np.ndarray | None:
     dtype = _DTYPES.get(flag)
     if dtype is None:
         raise reader.error(f"array {i}: unsupported type flag {flag}", start)
-    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    size = math.prod(shape) * dtype.itemsize  # Python ints: a damaged shape cannot overflow
     data = reader.take(size, f"array {i}'s {size} data bytes")
     return np.frombuffer(data, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
 

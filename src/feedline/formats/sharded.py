@@ -18,6 +18,22 @@ the record's ``key`` when one is given (an int or a str; open the shard with
 ``IndexedRecordIO(..., key_type=str)`` for str keys), else its number in write order
 (0, 1, 2, … over all shards).
 
+Commit, step by step (``close()``): the shard writers are flushed and closed; a *pending*
+manifest ``.<prefix>-of-<N>.manifest.json`` (hidden, beside the shards) names the files
+about to appear; the shards are renamed into place one by one (for RecordIO the
+``.idx`` before its ``.rec``); last the manifest is replaced by a *complete* one that
+records each file's size. A reader of a ``-of-N`` set (:func:`feedline.storage.fs.expand`,
+hence :func:`feedline.io.files.files`, ``Dataset`` sources and the CLI) calls
+:func:`check_shard_sets`, which raises :class:`~feedline.exceptions.IncompleteShardSetError`
+when a file it is about to read belongs to a set whose manifest is still pending (the
+writer died between two renames) or no longer matches it (a shard missing or resized).
+A set without manifest (written by another tool) is not checked. Sets named by a
+``{index}`` format string have no manifest.
+
+Temporary names carry the writer's process id; a new ``ShardedWriter`` for the same
+names deletes the temporaries of writers whose process is gone (a killed job), and
+replaces a pending manifest with its own.
+
 ``prefix`` may also be a format string with ``{index}`` and ``{num_shards}`` fields
 (``"out/train-{index:03d}.rec"``), or an existing directory (files are then named
 ``<dir>/data-00000-of-00008<suffix>``).
@@ -29,21 +45,32 @@ the record's ``key`` when one is given (an int or a str; open the shard with
 ...     for i in range(5):
 ...         _ = w.write(b"record %d" % i)
 >>> sorted(os.listdir(d))
-['train-00000-of-00002.idx', 'train-00000-of-00002.rec', 'train-00001-of-00002.idx', 'train-00001-of-00002.rec']
+['.train-of-00002.manifest.json', 'train-00000-of-00002.idx', 'train-00000-of-00002.rec', 'train-00001-of-00002.idx', 'train-00001-of-00002.rec']
 >>> list(recordio.read(os.path.join(d, "train-00001-of-00002.rec")))
 [b'record 1', b'record 3']
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import re
 import uuid
 import zlib
+from collections.abc import Iterable
 from typing import Any
 
+from feedline._internal.atomic import replace_file
 from feedline._internal.validate import one_of, positive_int
+from feedline.exceptions import IncompleteShardSetError
 
-__all__ = ["ShardedWriter", "shard_paths"]
+__all__ = ["ShardedWriter", "shard_paths", "check_shard_sets", "manifest_path"]
+
+logger = logging.getLogger(__name__)
+
+_SET_NAME = re.compile(r"^(?P<prefix>.*)-(?P<index>\d{5,})-of-(?P<num>\d{5,})(?P<suffix>.*)$")
+_TMP_NAME = re.compile(r"\.tmp-(?P<pid>\d+)-[0-9a-f]+$")
 
 _FORMATS = ("tfrecord", "recordio")
 
@@ -81,6 +108,124 @@ def _temp_path(final: str, token: str) -> str:
     return os.path.join(directory, f".{base}.tmp-{token}")
 
 
+def manifest_path(shard_path: str | os.PathLike) -> str | None:
+    """The manifest of the ``-of-N`` set ``shard_path`` belongs to (``None`` for a name
+    that is not ``<prefix>-<index>-of-<N><suffix>``).
+
+    >>> manifest_path("out/train-00001-of-00004.rec")
+    'out/.train-of-00004.manifest.json'
+    >>> manifest_path("out/part-1.rec") is None
+    True
+    """
+    directory, base = os.path.split(os.fspath(shard_path))
+    m = _SET_NAME.match(base)
+    if m is None:
+        return None
+    return os.path.join(directory, f".{m['prefix']}-of-{m['num']}.manifest.json")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: someone else's live process
+        return True
+    return True
+
+
+def _remove_stale_temporaries(final: str) -> None:
+    """Delete ``.<name>.tmp-<pid>-<random>`` files beside ``final`` left by dead writers."""
+    directory, base = os.path.split(final)
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return
+    head = f".{base}.tmp-"
+    for name in names:
+        m = _TMP_NAME.search(name)
+        if name.startswith(head) and m and not _pid_alive(int(m["pid"])):
+            try:
+                os.unlink(os.path.join(directory, name))
+                logger.info("removed %s, left by a writer that died", name)
+            except FileNotFoundError:
+                pass
+
+
+def _load_manifest(path: str) -> dict | None:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(1 << 24)
+    except FileNotFoundError:
+        return None
+    try:
+        manifest = json.loads(raw)
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), dict):
+            raise ValueError("no `files` table")
+    except ValueError as exc:
+        raise IncompleteShardSetError(f"damaged shard-set manifest: {exc}", path=path) from exc
+    return manifest
+
+
+def check_shard_sets(paths: Iterable[str | os.PathLike]) -> None:
+    """Raise :class:`~feedline.exceptions.IncompleteShardSetError` if any of ``paths``
+    belongs to a ``-of-N`` set that :class:`ShardedWriter` did not finish, or whose files
+    no longer match its manifest (a listed file missing or of another size). Files that
+    are not part of a set with a manifest are not checked; remote URLs are skipped.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with ShardedWriter(os.path.join(d, "t"), 2) as w:
+    ...     _ = w.write(b"x")
+    >>> check_shard_sets([os.path.join(d, "t-00000-of-00002")])   # complete: no error
+    >>> os.remove(os.path.join(d, "t-00001-of-00002"))
+    >>> check_shard_sets([os.path.join(d, "t-00000-of-00002")])
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.IncompleteShardSetError: ...: incomplete shard set: t-00001-of-00002 is missing (1 of 2 files present); rewrite the set
+    """
+    groups: dict[str, list[str]] = {}
+    for p in paths:
+        p = os.fspath(p)
+        if "://" in p:
+            continue
+        mpath = manifest_path(p)
+        if mpath is not None:
+            groups.setdefault(mpath, []).append(p)
+    for mpath, members in groups.items():
+        manifest = _load_manifest(mpath)
+        if manifest is None:
+            continue
+        listed = manifest["files"]
+        if not any(os.path.basename(p) in listed for p in members):
+            continue  # another set with the same prefix and N overwrote the manifest
+        directory = os.path.dirname(mpath)
+        if not manifest.get("complete"):
+            present = sum(os.path.exists(os.path.join(directory, n)) for n in listed)
+            raise IncompleteShardSetError(
+                f"incomplete shard set: its writer did not finish ({present} of {len(listed)} "
+                "files in place); rewrite the set (a new ShardedWriter cleans up)",
+                path=mpath,
+            )
+        for name, size in listed.items():
+            full = os.path.join(directory, name)
+            try:
+                actual = os.path.getsize(full)
+            except FileNotFoundError:
+                present = sum(os.path.exists(os.path.join(directory, n)) for n in listed)
+                raise IncompleteShardSetError(
+                    f"incomplete shard set: {name} is missing ({present} of {len(listed)} "
+                    "files present); rewrite the set",
+                    path=mpath,
+                ) from None
+            if actual != size:
+                raise IncompleteShardSetError(
+                    f"shard set changed since it was written: {name} has {actual} bytes, the "
+                    f"manifest says {size}; rewrite the set",
+                    path=mpath,
+                )
+
+
 class ShardedWriter:
     """Spread records over ``num_shards`` files; rename them into place on success.
 
@@ -115,7 +260,8 @@ class ShardedWriter:
         self._next = 0
         self._written = 0
         self._state = "open"
-        token = uuid.uuid4().hex[:12]
+        token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self._manifest = manifest_path(self.paths[0]) if "{" not in os.fspath(prefix) else None
         # (final path, temporary path) pairs, renamed in this order on commit
         self._renames: list[tuple[str, str]] = []
         self._writers: list[Any] = []
@@ -124,8 +270,10 @@ class ShardedWriter:
                 directory = os.path.dirname(final)
                 if directory:
                     os.makedirs(directory, exist_ok=True)
+                _remove_stale_temporaries(final)
                 tmp = _temp_path(final, token)
                 if format == "recordio":
+                    _remove_stale_temporaries(_idx_path(final))
                     from feedline.formats.recordio import IndexedRecordIO
 
                     tmp_idx = _temp_path(_idx_path(final), token)
@@ -195,12 +343,34 @@ class ShardedWriter:
                         os.fsync(fd)
                     finally:
                         os.close(fd)
-            for final, tmp in self._renames:
+            files = {os.path.basename(final): os.path.getsize(tmp) for final, tmp in self._renames}
+            if self._manifest is not None:  # 1. pending: readers refuse a half-renamed set
+                self._write_manifest(files, complete=False)
+            for final, tmp in self._renames:  # 2. the shards, one by one
                 os.replace(tmp, final)
+            if self._manifest is not None:  # 3. complete, written last
+                self._write_manifest(files, complete=True)
         except BaseException:
             self.abort()
             raise
         self._state = "closed"
+
+    def _write_manifest(self, files: dict[str, int], *, complete: bool) -> None:
+        body = {
+            "version": 1,
+            "complete": complete,
+            "format": self.format,
+            "num_shards": self.num_shards,
+            "records": self.counts,
+            "files": files,
+        }
+        replace_file(self._manifest, json.dumps(body, indent=1).encode() + b"\n")
+        if self._fsync:
+            fd = os.open(os.path.dirname(os.path.abspath(self._manifest)), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def abort(self) -> None:
         """Close and delete the temporary files; no final-named file is created."""

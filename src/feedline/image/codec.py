@@ -15,6 +15,12 @@ JPEG goes through libjpeg-turbo (``simplejpeg``); every other format Pillow can 
   the image itself is) and usually larger: follow with
   :class:`feedline.image.augment.Resize` for an exact size. Formats other than JPEG
   ignore the hints and decode at full size.
+* A pixel budget guards against decompression bombs (a few hundred bytes whose header
+  claims 30000 x 30000 pixels): the header is read first and an image with more than
+  ``max_pixels`` pixels (height x width as the header states them) raises
+  :class:`~feedline.exceptions.DecodeError` before any pixel buffer is allocated. The
+  default is :data:`MAX_PIXELS` (89,478,485, Pillow's default); change it for the whole
+  process with :func:`set_max_pixels` or per call with ``max_pixels=``.
 * Data that does not decode raises :class:`~feedline.exceptions.DecodeError` naming the
   record through the optional ``path=`` and ``index=`` keywords. Skipping bad images
   (``on_error="skip"``) is a pipeline policy, not decode's.
@@ -44,10 +50,14 @@ from feedline._internal.optional import require
 from feedline._internal.validate import one_of, optional_positive_int, positive_int
 from feedline.exceptions import DecodeError
 
-__all__ = ["decode", "probe", "image_format", "MODES"]
+__all__ = ["decode", "probe", "image_format", "set_max_pixels", "MAX_PIXELS", "MODES"]
 
 #: Output modes :func:`decode` accepts, with their channel counts.
 MODES = {"RGB": 3, "L": 1}
+
+#: Default pixel budget of :func:`decode` (height x width), Pillow's default; ``None`` means
+#: no limit. Change it with :func:`set_max_pixels`.
+MAX_PIXELS: int | None = 1024 * 1024 * 1024 // 4 // 3
 
 _JPEG_MAGIC = b"\xff\xd8\xff"
 _SIGNATURES = (
@@ -125,6 +135,41 @@ def probe(buf: Any, *, path: str | None = None, index: int | None = None) -> tup
         raise DecodeError(f"cannot read image header: {exc}", path=path, index=index) from exc
 
 
+def set_max_pixels(max_pixels: int | None) -> int | None:
+    """Set the process-wide default pixel budget of :func:`decode`; return the previous one.
+
+    ``max_pixels`` is a positive int (height x width) or ``None`` for no limit. Worker
+    processes started after the call inherit it when they are forked; a spawned worker
+    starts from :data:`MAX_PIXELS` as imported, so call this in the worker's init too.
+
+    >>> previous = set_max_pixels(10_000)
+    >>> import numpy as np, simplejpeg
+    >>> decode(simplejpeg.encode_jpeg(np.zeros((200, 100, 3), np.uint8)))
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.DecodeError: image of 200 x 100 = 20000 pixels exceeds the budget of 10000 pixels (max_pixels=)
+    >>> set_max_pixels(previous)
+    10000
+    """
+    global MAX_PIXELS
+    optional_positive_int("max_pixels", max_pixels)
+    old, MAX_PIXELS = MAX_PIXELS, max_pixels
+    return old
+
+
+_DEFAULT: Any = object()
+
+
+def _check_pixels(height: int, width: int, budget: int | None, path, index) -> None:
+    if budget is not None and height * width > budget:
+        raise DecodeError(
+            f"image of {height} x {width} = {height * width} pixels exceeds the budget of "
+            f"{budget} pixels (max_pixels=)",
+            path=path,
+            index=index,
+        )
+
+
 def _reduced_dims(height: int, width: int, min_h: int, min_w: int) -> tuple[int, int] | None:
     """Smallest power-of-two reduction of (height, width) that stays >= (min_h, min_w)."""
     best = None
@@ -145,6 +190,7 @@ def decode(
     target_size: tuple[int, int] | None = None,
     fast: bool = False,
     strict: bool = True,
+    max_pixels: int | None = _DEFAULT,
     path: str | None = None,
     index: int | None = None,
 ) -> np.ndarray:
@@ -165,10 +211,13 @@ def decode(
             (truncated data, corrupt entropy-coded segments) raises; with ``False`` it
             recovers what it can, as OpenCV does, and the missing blocks come out grey.
             Other formats are always decoded by Pillow, which raises on truncation.
+        max_pixels: pixel budget (height x width from the header, checked before any
+            pixel is decoded); ``None`` for no limit; left out, :data:`MAX_PIXELS`.
         path, index: where the image came from, for the error message.
 
     Raises:
-        DecodeError: the bytes are not an image or are damaged (truncated, bad data).
+        DecodeError: the bytes are not an image, are damaged (truncated, bad data) or
+            have more pixels than ``max_pixels``.
 
     >>> import numpy as np, simplejpeg
     >>> jpeg = simplejpeg.encode_jpeg(np.zeros((300, 400, 3), np.uint8))
@@ -177,6 +226,10 @@ def decode(
     """
     one_of("mode", mode, tuple(MODES))
     optional_positive_int("min_side", min_side)
+    if max_pixels is _DEFAULT:
+        max_pixels = MAX_PIXELS
+    else:
+        optional_positive_int("max_pixels", max_pixels)
     if target_size is not None:
         if min_side is not None:
             raise ValueError("give at most one of `min_side` and `target_size`")
@@ -198,12 +251,13 @@ def decode(
         raise DecodeError("cannot decode image: empty payload", path=path, index=index)
 
     if bytes(memoryview(buf)[:3]) != _JPEG_MAGIC:
-        return _decode_pillow(buf, mode, path, index)
+        return _decode_pillow(buf, mode, path, index, max_pixels)
     sj = _sj()
     try:
         kwargs: dict[str, Any] = {}
+        height, width, _, _ = sj.decode_jpeg_header(buf, strict=strict)
+        _check_pixels(int(height), int(width), max_pixels, path, index)
         if min_side is not None or target_size is not None:
-            height, width, _, _ = sj.decode_jpeg_header(buf, strict=strict)
             if min_side is not None:
                 min_h, min_w = (min_side, 0) if height <= width else (0, min_side)
             else:
@@ -219,14 +273,18 @@ def decode(
             strict=strict,
             **kwargs,
         )
+    except DecodeError:
+        raise
     except ValueError as exc:
         raise DecodeError(f"cannot decode image: {exc}", path=path, index=index) from exc
 
 
-def _decode_pillow(buf, mode, path, index) -> np.ndarray:
+def _decode_pillow(buf, mode, path, index, max_pixels) -> np.ndarray:
     Image = _pil()
     try:
         with Image.open(io.BytesIO(buf)) as im:
+            width, height = im.size
+            _check_pixels(int(height), int(width), max_pixels, path, index)
             im.load()
             if im.mode in ("I;16", "I;16B", "I;16L", "I"):
                 # 16-bit grayscale: keep the 8 most significant bits (Pillow would clip)
@@ -238,6 +296,8 @@ def _decode_pillow(buf, mode, path, index) -> np.ndarray:
                 out = np.array(im.convert("RGB"))
             else:
                 out = np.array(im.convert("L"))
+    except DecodeError:
+        raise
     except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad data
         if image_format(buf) is None and _is_unidentified(exc):
             head = bytes(memoryview(buf)[:8])

@@ -156,6 +156,7 @@ class _Config:
     quality: int
     color: str
     skip_errors: bool
+    allow_outside_root: bool = False
 
 
 _WORKER_CONFIG: _Config | None = None
@@ -178,11 +179,27 @@ def _work(item: ListItem) -> tuple[ListItem, bytes | None, int, int, int, str]:
         return item, None, 0, 0, 0, str(exc)
 
 
+def _resolve(root: str, rel: str, allow_outside_root: bool) -> str:
+    """``root/rel``, refused (``PermissionError``) when it leaves ``root`` through an
+    absolute path, ``..`` or a symbolic link, unless ``allow_outside_root``."""
+    path = os.path.join(root, rel)
+    if allow_outside_root:
+        return path
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if os.path.isabs(rel) or os.path.commonpath([real_root, real]) != real_root:
+        raise PermissionError(
+            f"{rel!r} is outside the image root {root!r} (an absolute path, '..' or a "
+            "symbolic link); pass allow_outside_root=True (--allow-outside-root) to read it"
+        )
+    return path
+
+
 def _encode_item(item: ListItem, cfg: _Config) -> tuple[ListItem, bytes, int, int, int, str]:
     from feedline.image.augment import Resize
     from feedline.image.codec import decode, probe
 
-    path = os.path.join(cfg.root, item.path)
+    path = _resolve(cfg.root, item.path, cfg.allow_outside_root)
     with open(path, "rb") as f:
         data = f.read()
     if cfg.pass_through:
@@ -264,6 +281,7 @@ def pack_images(
     exts: Sequence[str] = IMAGE_EXTENSIONS,
     on_error: str = "raise",
     progress: bool = False,
+    allow_outside_root: bool = False,
 ) -> PackResult:
     """Pack images into ``num_shards`` RecordIO or TFRecord files (see the module docstring).
 
@@ -292,6 +310,9 @@ def pack_images(
             (nothing is written); ``"skip"``: leave it out and list it in
             :attr:`PackResult.skipped`; ``"warn"``: skip and issue a ``RuntimeWarning``.
         progress: print a progress line on stderr.
+        allow_outside_root: read images whose path leaves the image root (an absolute
+            path, ``..``, a symbolic link pointing elsewhere); by default such an image is
+            refused with ``PermissionError`` (skipped under ``on_error="skip"``).
     """
     format = one_of("format", format, FORMATS)
     positive_int("num_shards", num_shards)
@@ -340,6 +361,7 @@ def pack_images(
         quality=quality,
         color=color,
         skip_errors=on_error != "raise",
+        allow_outside_root=bool(allow_outside_root),
     )
     from feedline.formats.sharded import ShardedWriter
 

@@ -26,6 +26,12 @@ returns a :class:`StatsReport`. For each stage (numbered from the source, ``#0``
 ``skipped``
     elements the stage skipped or replaced under an ``on_error`` policy (the
     ``skipped`` counter of the stage's iterator; 0 for stages without one).
+``stalled_s``
+    seconds the stage's current ``next`` call has been running without producing an item
+    (``0.0`` when the stage is not inside a call). ``stats()`` may be called from another
+    thread while the pipeline is blocked: a stage stuck for longer than a second, whose
+    own inputs are not inside a call (so the time is its own), makes the verdict
+    ``stalled: map(f) has produced nothing for 12.3 s ...``.
 
 **Bottleneck.** Each stage's *cost* is the time it needed of the critical resource: for
 a stage in the consumer's thread, ``self_s - wait_s``; for a worker stage,
@@ -91,6 +97,7 @@ class StageStats:
     workers: int | None = None
     worker_s: float | None = None
     skipped: int = 0
+    stalled_s: float = 0.0
 
     @property
     def cost_s(self) -> float:
@@ -124,6 +131,7 @@ class _Record:
         self.worker_seconds = 0.0
         self.worker_count: int | None = None
         self.skipped = 0.0
+        self.call_start: float | None = None  # the running next() call began (or None)
 
 
 _COUNTERS = ("wait_seconds", "worker_seconds", "skipped")
@@ -165,6 +173,7 @@ class _TimedIterator(DatasetIterator):
         t0 = clock()
         if rec.first_start is None:
             rec.first_start = t0
+        rec.call_start = t0
         stack.append(0.0)
         produced = 0
         try:
@@ -181,6 +190,7 @@ class _TimedIterator(DatasetIterator):
             rec.total += dt
             rec.self_time += dt - inner
             rec.last_end = t1
+            rec.call_start = None
             if self._counters:
                 self._sample()
 
@@ -248,6 +258,7 @@ class PipelineStats:
         with self._lock:
             records = sorted(self._records.values(), key=lambda r: r.position)
         stages = []
+        now = self._clock()
         for rec in records:
             span = (rec.last_end - rec.first_start) if rec.first_start is not None else 0.0
             fill = None
@@ -265,6 +276,7 @@ class PipelineStats:
                 workers=rec.worker_count,
                 worker_s=rec.worker_seconds if rec.worker_count else None,
                 skipped=int(rec.skipped),
+                stalled_s=0.0 if rec.call_start is None else max(0.0, now - rec.call_start),
             ))
         starts = [r.first_start for r in records if r.first_start is not None]
         ends = [r.last_end for r in records if r.last_end is not None]
@@ -279,8 +291,22 @@ class PipelineStats:
         return StatsReport(stages, wall, _verdict(stages, top, wall, records))
 
 
+_STALLED_S = 1.0
+
+
 def _verdict(stages: list[StageStats], top: StageStats | None, wall: float,
              records: list[_Record]) -> str:
+    in_call = {r.key for r in records if r.call_start is not None}
+    stuck = [
+        s for s, r in zip(stages, records)
+        if s.stalled_s > _STALLED_S and not (r.parent_ids & in_call)
+    ]
+    if stuck:
+        worst = max(stuck, key=lambda s: s.stalled_s)
+        return (
+            f"stalled: {worst.name} has produced nothing for {worst.stalled_s:.1f} s; a hung "
+            "function or input? give map(..., timeout=seconds) to turn a hang into an error"
+        )
     if top is None or wall <= 0:
         return "no items yet: nothing to judge"
     consumer = max(0.0, wall - top.total_s)

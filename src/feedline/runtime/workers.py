@@ -14,7 +14,12 @@ Processes
     dataset, so those must be importable at module level. Workers ignore ``SIGINT`` (the
     consumer handles Ctrl-C and shuts them down), run torch with one thread, and exit by
     themselves within a second when the consumer process is gone (``os.getppid`` check
-    while idle; a broken pipe while sending).
+    while idle; a broken pipe while sending). A worker busy inside the function dies with
+    its consumer too: on Linux the kernel sends it ``SIGKILL`` when the consumer exits
+    (``prctl(PR_SET_PDEATHSIG)``, set when the pool was created on the main thread, since
+    the kernel ties the signal to the creating thread), and everywhere a watchdog thread
+    checks ``os.getppid`` every quarter second and ends the worker (``os._exit``) once the
+    consumer is gone.
 
 Links
     Each worker has a task channel and a result channel (:class:`~feedline.runtime.shm.Channel`):
@@ -61,6 +66,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import pickle
@@ -195,6 +201,10 @@ class WorkerSpec:
     source: Any
     stage: str
     parent_pid: int
+    # set per process by _start_one: started from the main thread (the kernel ties the
+    # parent-death signal to the creating thread), and whether through a fork server
+    pdeathsig: bool = False
+    via_server: bool = False
 
 
 # ---------------------------------------------------------------------------- worker side
@@ -211,6 +221,7 @@ def _worker_main(
     """Body of a worker process: read tasks, map, reply; see the module docstring."""
     for conn in close_first:  # the consumer's ends, inherited through fork
         conn.close()
+    _die_with_parent(spec)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "set_num_threads"):
@@ -261,6 +272,35 @@ def _worker_main(
             del out
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return
+
+
+_PR_SET_PDEATHSIG = 1
+_WATCHDOG_PERIOD = 0.25
+
+
+def _die_with_parent(spec: WorkerSpec) -> None:
+    """Make this worker end when its consumer process ends, even while it is busy inside
+    user code (see "Processes" in the module docstring). Under ``forkserver`` the parent
+    is the fork server, which exits with the consumer."""
+    if spec.pdeathsig and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the watchdog below still works
+            pass
+    parent_pid = os.getppid() if spec.via_server else spec.parent_pid
+    if os.getppid() != parent_pid:  # the consumer died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(_WATCHDOG_PERIOD)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="feedline-parent-watchdog", daemon=True).start()
 
 
 def _reply(tx: Channel, out: list, busy: float, index: int) -> None:
@@ -470,10 +510,15 @@ class WorkerPool:
                 task_ring = Ring.create(_SHM_DEPTH + 1, _TASK_BLOCK if self._stream else 4096)
                 result_ring = Ring.create(_SHM_DEPTH, self._result_block)
             fork = self.start_method == "fork"
+            spec = dataclasses.replace(
+                self._spec,
+                pdeathsig=threading.current_thread() is threading.main_thread(),
+                via_server=self.start_method == "forkserver",
+            )
             process = ctx.Process(
                 target=_worker_main,
                 args=(
-                    self._spec, index, task_r, result_w,
+                    spec, index, task_r, result_w,
                     None if task_ring is None else task_ring.fd_handles(),
                     None if result_ring is None else result_ring.fd_handles(),
                     FdHandle(self._control[0].fd),

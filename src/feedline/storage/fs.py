@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from feedline._internal.optional import require
 
-__all__ = ["is_remote", "open_file", "expand", "file_size", "strip_file_scheme", "read_range",
+__all__ = ["filesystem", "is_remote", "open_file", "expand", "file_size", "strip_file_scheme", "read_range",
            "RangeFile", "open_ranged"]
 
 _MAGIC = set("*?[")
@@ -39,7 +39,12 @@ def is_remote(path: str | os.PathLike) -> bool:
     return "://" in p and not p.startswith("file://")
 
 
-def _fs(path: str, storage_options: dict | None):
+def filesystem(path: str, storage_options: dict | None):
+    """The fsspec filesystem object for the URL ``path`` (needs ``feedline[remote]``).
+
+    >>> filesystem("memory://bucket/a.bin", None).protocol
+    'memory'
+    """
     fsspec = require("fsspec", extra="remote")
     fs, _, _ = fsspec.get_fs_token_paths(path, storage_options=storage_options or {})
     return fs
@@ -51,7 +56,7 @@ def open_file(path: str | os.PathLike, mode: str = "rb", *,
     p = os.fspath(path)
     if not is_remote(p):
         return open(strip_file_scheme(p), mode)  # noqa: SIM115 - caller closes
-    return _fs(p, storage_options).open(p, mode)
+    return filesystem(p, storage_options).open(p, mode)
 
 
 def file_size(path: str | os.PathLike, *, storage_options: dict | None = None) -> int:
@@ -59,7 +64,7 @@ def file_size(path: str | os.PathLike, *, storage_options: dict | None = None) -
     p = os.fspath(path)
     if not is_remote(p):
         return os.path.getsize(strip_file_scheme(p))
-    return int(_fs(p, storage_options).size(p))
+    return int(filesystem(p, storage_options).size(p))
 
 
 def read_range(path: str | os.PathLike, start: int, end: int, *,
@@ -78,7 +83,7 @@ def read_range(path: str | os.PathLike, start: int, end: int, *,
     if not is_remote(p):
         with open(strip_file_scheme(p), "rb") as f:
             return os.pread(f.fileno(), end - start, start)
-    return _fs(p, storage_options).cat_file(p, start=start, end=end)
+    return filesystem(p, storage_options).cat_file(p, start=start, end=end)
 
 
 class RangeFile(io.RawIOBase):
@@ -146,7 +151,7 @@ def open_ranged(path: str | os.PathLike, mode: str = "rb", *,
 
 def _expand_one(pattern: str, storage_options: dict | None) -> list[str]:
     if is_remote(pattern):
-        fs = _fs(pattern, storage_options)
+        fs = filesystem(pattern, storage_options)
         scheme = pattern.split("://", 1)[0]
         if _MAGIC & set(pattern):
             found = fs.glob(pattern)
@@ -182,4 +187,7 @@ def expand(patterns: str | os.PathLike | Iterable[str | os.PathLike], *,
         if not found:
             raise FileNotFoundError(f"no file matches {p!r}")
         out.extend(found)
+    from feedline.sharded import check_shard_sets  # refuse a -of-N set left half-written
+
+    check_shard_sets(out)
     return out

@@ -37,6 +37,11 @@ def _read_record_at(fd: int, offset: int, size: int, path: str, index: int | Non
     pieces = []
     cur = offset
     part = 0
+    if offset + 8 > size:
+        raise CorruptRecordError(
+            f"the index points at byte {offset}, beyond the file's {size} bytes",
+            path=path, index=index, offset=offset,
+        )
     while True:
         head = os.pread(fd, 8, cur)
         if len(head) < 8:
@@ -88,9 +93,17 @@ def read_index(idx_path: str | os.PathLike, *, key_type: type = int) -> list[tup
     """
     idx_path = os.fspath(idx_path)
     entries = []
-    with open(idx_path, encoding="utf-8", newline="") as f:
-        for lineno, line in enumerate(f, 1):
-            text = line.strip()
+    pos = 0
+    with open(idx_path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            start, pos = pos, pos + len(raw)
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise CorruptRecordError(
+                    f"bad index line {raw[:40]!r}: not UTF-8 ({exc.reason})",
+                    path=idx_path, line=lineno, offset=start,
+                ) from exc
             if not text:
                 continue
             fields = text.split("\t")
@@ -101,9 +114,12 @@ def read_index(idx_path: str | os.PathLike, *, key_type: type = int) -> list[tup
                 offset = int(fields[1])
                 if offset < 0:
                     raise ValueError(f"negative offset {offset}")
-            except ValueError as exc:
+                if offset >= 1 << 63:
+                    raise ValueError(f"offset {offset} is beyond any file")
+            except (ValueError, OverflowError, TypeError) as exc:
                 raise CorruptRecordError(
-                    f"bad index line {text!r}: {exc}", path=idx_path, line=lineno
+                    f"bad index line {text[:80]!r}: {exc}", path=idx_path, line=lineno,
+                    offset=start,
                 ) from exc
             entries.append((key, offset))
     return entries

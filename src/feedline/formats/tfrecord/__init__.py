@@ -59,7 +59,8 @@ yielded first, as TensorFlow does. With ``on_error="skip"`` (or ``"warn"``, whic
 issues a ``RuntimeWarning``) the reader goes on: past a frame whose data CRC fails (its
 length is trustworthy), to the next indexed record when a sidecar index exists
 (:func:`build_index`), else to the next position whose 12 bytes form a header with a
-valid length CRC. ``skipped`` counts the damaged stretches skipped (with an index: the
+valid length CRC and whose whole frame follows with a valid data CRC (also after a
+length that runs past the end of the file, which may be the damaged field itself). ``skipped`` counts the damaged stretches skipped (with an index: the
 indexed records passed over) and ``skipped_bytes`` their bytes. Record indices after a
 resynchronisation by scanning count the damaged stretch as one record.
 

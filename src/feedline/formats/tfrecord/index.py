@@ -13,6 +13,7 @@ import numpy as np
 
 from feedline._internal.atomic import atomic_open
 from feedline.exceptions import CorruptRecordError
+from feedline.formats.tfrecord.scan import OVERHEAD
 from feedline.storage.fs import file_size, open_file
 
 __all__ = ["TFRecordIndex"]
@@ -96,6 +97,20 @@ class TFRecordIndex:
                 path=index_path,
             )
         arrays = np.frombuffer(data, dtype="<u8", offset=_INDEX_HEADER.size)
+        offsets, lengths = arrays[:count], arrays[count:]
+        # every frame must lie inside the indexed file (no huge reads from a damaged index)
+        room = np.uint64(max(file_size - OVERHEAD, 0))
+        past = (offsets > room) if file_size >= OVERHEAD else np.ones(count, bool)
+        past |= lengths > room - np.minimum(offsets, room)
+        if past.any():
+            k = int(np.argmax(past))
+            raise CorruptRecordError(
+                f"damaged TFRecord index: entry {k} (offset {int(offsets[k])}, length "
+                f"{int(lengths[k])}) runs past the indexed file's {file_size} bytes; rebuild it "
+                "with `feedline index`",
+                path=index_path,
+                offset=_INDEX_HEADER.size + 8 * k,
+            )
         return cls(
             arrays[:count].copy(),
             arrays[count:].copy(),

@@ -232,6 +232,7 @@ class TFRecordReader(DatasetIterator[bytes]):
         self._skipped_bytes = 0
         self._index_offsets: np.ndarray | None = None
         self._index_loaded = False
+        self._parked: int | None = None  # offset to reopen at after an error released the file
 
     compression = _compression.compression_property("_source")
 
@@ -288,6 +289,9 @@ class TFRecordReader(DatasetIterator[bytes]):
             src = _Source(self.path, self._compression, self._block_size, self.storage_options)
             self._src = src
             self._compression = src.compression
+            if self._parked is not None:
+                parked, self._parked = self._parked, None
+                src.seek(parked)
         return src
 
     def _fill(self) -> bool:
@@ -326,7 +330,9 @@ class TFRecordReader(DatasetIterator[bytes]):
                         else f"{have} bytes into a frame of {need} bytes (length {problem.length})"
                     ),
                     at,
-                    resume=None,
+                    # a length running past the end may itself be the damage: look for
+                    # the next whole, valid frame after it
+                    resume=None if problem.length is None else "scan",
                 )
                 continue
             at = src.base + problem.pos
@@ -360,6 +366,13 @@ class TFRecordReader(DatasetIterator[bytes]):
         """Raise, or count and move past the damage at ``at`` (``resume``: an offset,
         ``"scan"`` to look for the next header, ``None`` for the end of the data)."""
         err = CorruptRecordError(message, path=self.path, index=self._chunk_index, offset=at)
+        if self.on_error == "raise":
+            # release the descriptor and the read buffer now, not at garbage collection;
+            # a later call reopens the file here (and meets the same damage)
+            self._parked = src.offset()
+            self._src = None
+            src.close()
+            src.buf = bytearray(0)
         report(err, self.on_error, cause=cause, stacklevel=4)
         self._skipped += 1
         self._chunk_index += 1
@@ -401,9 +414,11 @@ class TFRecordReader(DatasetIterator[bytes]):
             if hit >= 0:
                 candidate = src.base + hit
                 length = _U64.unpack_from(src.buf, hit)[0]
-                if src.size is None or candidate + length + OVERHEAD <= src.size:
+                if (src.size is None or candidate + length + OVERHEAD <= src.size) and (
+                    self._data_crc_ok(src, hit, length)
+                ):
                     return candidate
-                src.start = hit + 1
+                src.start = src.offset() - src.base + 1  # _data_crc_ok may move the buffer
                 continue
             src.start = max(src.start, src.end - (HEADER - 1))
             try:
@@ -413,6 +428,23 @@ class TFRecordReader(DatasetIterator[bytes]):
             if not more:
                 return None
 
+    @staticmethod
+    def _data_crc_ok(src: _Source, hit: int, length: int) -> bool:
+        """Whether the frame whose header is at ``src.buf[hit]`` is whole and its data CRC
+        checks; leaves ``src.offset()`` at that frame (the buffer may be moved)."""
+        src.start = hit
+        need = length + OVERHEAD
+        while src.end - src.start < need:
+            try:
+                if not src.refill(need):
+                    return False
+            except CorruptRecordError:
+                return False
+        pos = src.start + HEADER
+        with memoryview(src.buf) as mv:
+            crc = masked_crc(bytes(mv[pos : pos + length]))
+        return crc == _U32.unpack_from(src.buf, pos + length)[0]
+
     # -- state ----------------------------------------------------------------------
 
     def tell(self) -> int:
@@ -420,6 +452,8 @@ class TFRecordReader(DatasetIterator[bytes]):
         if self._i < len(self._records):
             return int(self._offsets[self._i])
         if self._src is None and not self._closed:
+            if self._parked is not None:
+                return self._parked  # released after an error
             return 0  # not opened yet: set_state opens, so nothing was read
         return self._source().offset()
 
@@ -434,6 +468,7 @@ class TFRecordReader(DatasetIterator[bytes]):
 
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "tfrecord", ("offset", "index"))
+        self._parked = None
         src = self._source()
         src.seek(int(state["offset"]))
         self._records, self._i = [], 0

@@ -158,9 +158,9 @@ class TarWriter(Closeable):
             self._tar.close()
             self._file.close()
             if is_remote(self.path):
-                from feedline.storage.fs import _fs
+                from feedline.storage.fs import filesystem
 
-                _fs(self.path, self.storage_options).put_file(self._tmp, self.path)
+                filesystem(self.path, self.storage_options).put_file(self._tmp, self.path)
                 os.unlink(self._tmp)
             else:
                 os.replace(self._tmp, self.path)
