@@ -337,6 +337,16 @@ class Dataset(Generic[T]):
                                 bucket_batch_sizes=bucket_batch_sizes, max_tokens=max_tokens,
                                 drop_remainder=drop_remainder)
 
+    def as_torch(self, *, convert: bool = True, pin_memory: bool = False,
+                 rank: int | None = None, world_size: int | None = None) -> Any:
+        """This pipeline as a ``torch.utils.data`` dataset (map-style when random access,
+        else iterable, split by DataLoader worker and rank, with ``state_dict()``); see
+        :mod:`feedline.pytorch.dataset`. Needs ``feedline[torch]``."""
+        from feedline.pytorch.dataset import as_torch
+
+        return as_torch(self, convert=convert, pin_memory=pin_memory, rank=rank,
+                        world_size=world_size)
+
     def apply(self, transformation: Callable[[Dataset[T]], Dataset]) -> Dataset:
         """``transformation(self)``: chain a custom dataset-to-dataset function."""
         return callable_arg("transformation", transformation)(self)
