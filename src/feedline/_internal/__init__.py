@@ -1,0 +1,1 @@
+"""Small helpers shared inside feedline (not public API)."""
