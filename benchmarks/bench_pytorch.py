@@ -9,8 +9,10 @@ after the warm-up. Side by side, with ``--workers`` processes each (default 2):
 * **feedline iterator**: ``Dataset.from_source(tfrecord.read) .map(work, workers=W)
   .batch(64, collate="numpy")``, iterated directly (feedline's own worker processes);
 * **feedline in DataLoader**: ``DataLoader(pipeline.as_torch(), num_workers=W,
-  batch_size=None)`` over ``from_source(tfrecord.read).map(work).batch(64, ...)``: each
-  DataLoader worker reads its own part of the file and decodes only its records;
+  batch_size=64)`` over ``from_source(tfrecord.read).map(work)``: each DataLoader worker
+  reads its own part of the file and decodes only its records, the DataLoader collates;
+  and the same with feedline batching (``.batch(64, collate="numpy")``,
+  ``batch_size=None``: one more copy of every batch, numpy's stack before the transfer);
 * **plain DataLoader**: a map-style ``torch.utils.data.Dataset`` over the same records in
   memory doing the same work in ``__getitem__``, ``DataLoader(batch_size=64,
   num_workers=W)`` with the default collate.
@@ -91,14 +93,16 @@ def feedline_pipeline(path: pathlib.Path, workers: int):
     return src.map(Work(), workers=workers).batch(BATCH, collate="numpy")
 
 
-def in_dataloader(path: pathlib.Path, workers: int):
+def in_dataloader(path: pathlib.Path, workers: int, *, feedline_batches: bool = False):
     from torch.utils.data import DataLoader
 
     from feedline import Dataset, tfrecord
 
-    src = Dataset.from_source(lambda: tfrecord.read(path), name="tfrecord")
-    pipeline = src.map(Work()).batch(BATCH, collate="numpy")
-    return DataLoader(pipeline.as_torch(), batch_size=None, num_workers=workers)
+    pipeline = Dataset.from_source(lambda: tfrecord.read(path), name="tfrecord").map(Work())
+    if feedline_batches:
+        pipeline = pipeline.batch(BATCH, collate="numpy")
+        return DataLoader(pipeline.as_torch(), batch_size=None, num_workers=workers)
+    return DataLoader(pipeline.as_torch(), batch_size=BATCH, num_workers=workers)
 
 
 def plain_dataloader(path: pathlib.Path, workers: int):
@@ -146,7 +150,10 @@ def main(argv: list[str] | None = None) -> None:
     w = args.workers
     makers = {
         "plain DataLoader (map-style, same work)": lambda: plain_dataloader(path, w),
-        "feedline in DataLoader (`ds.as_torch()`)": lambda: in_dataloader(path, w),
+        "feedline in DataLoader (`ds.as_torch()`, DataLoader batches)":
+            lambda: in_dataloader(path, w),
+        "feedline in DataLoader (`ds.batch(64).as_torch()`, `batch_size=None`)":
+            lambda: in_dataloader(path, w, feedline_batches=True),
         "feedline iterator (`map(workers=W)`)": lambda: feedline_pipeline(path, w),
     }
     iterables = {name: make() for name, make in makers.items()}

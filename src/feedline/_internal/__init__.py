@@ -1,1 +1,3 @@
 """Small helpers shared inside feedline (not public API)."""
+
+__all__: list[str] = []

@@ -341,7 +341,14 @@ class Dataset(Generic[T]):
                  rank: int | None = None, world_size: int | None = None) -> Any:
         """This pipeline as a ``torch.utils.data`` dataset (map-style when random access,
         else iterable, split by DataLoader worker and rank, with ``state_dict()``); see
-        :mod:`feedline.pytorch.dataset`. Needs ``feedline[torch]``."""
+        :mod:`feedline.pytorch.dataset`. Needs ``feedline[torch]``.
+
+        >>> import torch
+        >>> loader = torch.utils.data.DataLoader(Dataset.range(5).filter(bool).as_torch(),
+        ...                                      batch_size=2)
+        >>> [b.tolist() for b in loader]
+        [[1, 2], [3, 4]]
+        """
         from feedline.pytorch.dataset import as_torch
 
         return as_torch(self, convert=convert, pin_memory=pin_memory, rank=rank,

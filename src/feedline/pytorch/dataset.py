@@ -37,7 +37,14 @@ so a ``global_shuffle`` below the split is one permutation for all parts); the s
 above run per part, so each part decodes only its own records. Stages such as ``take``,
 ``skip``, ``zip``, ``concat``, ``repeat`` or ``map(workers=N)`` stay below the split
 (their meaning depends on seeing every item). Batches are then made per part: each
-record is in exactly one batch, and each part may end with a short batch.
+record is in exactly one batch, and each part may end with a short batch; a buffer
+``shuffle`` above the split gets a seed of its own per part (derived from its seed and
+the part), so the parts' orders are independent and still the same in every run.
+
+Under DDP every rank must run the same number of steps. Parts of a stream can differ
+by a record (and so by a batch); give such a pipeline a length that splits evenly, drop
+short batches (``DataLoader(drop_last=True)``), or use a random-access pipeline with a
+``DistributedSampler``.
 
 >>> import torch
 >>> from feedline import Dataset
@@ -57,6 +64,8 @@ import logging
 import multiprocessing
 from collections.abc import Callable, Iterator
 from typing import Any
+
+import numpy as np
 
 from feedline._optional import require
 from feedline._validate import non_negative_int
@@ -109,10 +118,15 @@ def split_pipeline(ds: Dataset, part: int, parts: int) -> Dataset:
         chain.append(node)
         node = node._parents[0]
     new = shard_dataset(node, part, parts, policy="none")
+    from feedline.dataset.shuffle import ShuffleDataset
+
     for stage in reversed(chain):
         clone = copy.copy(stage)
         clone._parents = (new,)
         clone._iterations = 0
+        if isinstance(clone, ShuffleDataset):  # parts shuffle independently of each other
+            clone._seed = int(np.random.SeedSequence([stage._seed, part]).generate_state(
+                2, np.uint64)[0])
         new = clone
     return new
 
@@ -283,7 +297,12 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """The position to resume from (see the class docstring)."""
+        """The position to resume from (see the class docstring).
+
+        >>> from feedline import Dataset
+        >>> TorchIterableDataset(Dataset.range(3).batch(2)).state_dict()
+        {'version': 1, 'epoch': 0, 'part': 0, 'parts': 1, 'pipeline': None}
+        """
         if self._pending is not None:
             return dict(self._pending)
         if self._live is not None:
@@ -293,7 +312,15 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
                 "pipeline": None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter()`` continue from ``state`` (from :meth:`state_dict`)."""
+        """Make the next ``iter()`` continue from ``state`` (from :meth:`state_dict`).
+
+        >>> from feedline import Dataset
+        >>> tds = TorchIterableDataset(Dataset.range(3).batch(2))
+        >>> tds.load_state_dict({"version": 1, "epoch": 4, "part": 0, "parts": 1,
+        ...                      "pipeline": None})
+        >>> [b for b in tds], tds.epoch  # epoch 4 from its start; the next one is 5
+        ([[0, 1], [2]], 5)
+        """
         if not isinstance(state, dict) or not {"version", "epoch", "part", "parts",
                                                 "pipeline"} <= set(state):
             raise StateError(f"not a TorchIterableDataset state: {state!r}")
