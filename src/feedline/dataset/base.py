@@ -614,6 +614,23 @@ class Dataset(Generic[T]):
 
         return ChooseDataset(datasets, index_dataset, stop_on_empty=stop_on_empty)
 
+    def as_torch(self, *, convert: bool = True, pin_memory: bool = False,
+                 rank: int | None = None, world_size: int | None = None) -> Any:
+        """This pipeline as a ``torch.utils.data`` dataset (map-style when random access,
+        else iterable, split by DataLoader worker and rank, with ``state_dict()``); see
+        :mod:`feedline.pytorch.dataset`. Needs ``feedline[torch]``.
+
+        >>> import torch
+        >>> loader = torch.utils.data.DataLoader(Dataset.range(5).filter(bool).as_torch(),
+        ...                                      batch_size=2)
+        >>> [b.tolist() for b in loader]
+        [[1, 2], [3, 4]]
+        """
+        from feedline.pytorch.dataset import as_torch
+
+        return as_torch(self, convert=convert, pin_memory=pin_memory, rank=rank,
+                        world_size=world_size)
+
     def apply(self, transformation: Callable[[Dataset[T]], Dataset]) -> Dataset:
         """``transformation(self)``: chain a custom dataset-to-dataset function.
 

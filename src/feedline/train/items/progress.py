@@ -1,8 +1,11 @@
 """``Progress``: a progress bar per pass and a summary line at its end.
 
-On a terminal it redraws one line at most every ``refresh`` seconds::
+On a terminal it redraws one progress line (:class:`feedline._internal.progress.ProgressBar`:
+a tqdm bar when tqdm is installed, else a plain line redrawn at most every ``refresh``
+seconds)::
 
-    pass 2 [##########..........] 23/45  cost 0.2345  accuracy 0.9375  3,512 samples/s
+    pass 2:  51%|#####     | 23/45 [00:00<00:00, 56.1it/s, cost 0.2345  accuracy 0.9375]
+    pass 2 [##########..........] 23/45  cost 0.2345  accuracy 0.9375  56.1 it/s
 
 and at the end of the pass (after the inner items, so the test result is known) prints::
 
@@ -40,7 +43,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from feedline._internal.validate import check_float
+from feedline._internal.progress import BACKENDS, ProgressBar, is_terminal
+from feedline._internal.validate import check_float, one_of
 from feedline.train.runner import RunnerItem
 
 __all__ = ["Progress"]
@@ -56,15 +60,18 @@ class Progress(RunnerItem):
     """Progress bar and per-pass summary; see the module docstring.
 
     ``stream``: where to write (default ``sys.stderr``); ``dynamic``: redraw a bar
-    (default: when ``stream`` is a terminal); ``width``: bar width in characters.
+    (default: when ``stream`` is a terminal); ``width``: the plain bar's width in
+    characters; ``backend``: ``"auto"`` (tqdm when installed), ``"tqdm"`` or ``"plain"``.
     """
 
     def __init__(self, *, stream: TextIO | None = None, dynamic: bool | None = None,
-                 width: int = 30, refresh: float = 0.2) -> None:
+                 width: int = 30, refresh: float = 0.2, backend: str = "auto") -> None:
         self.stream = stream
         self.dynamic = dynamic
         self.width = int(width)
         self.refresh = check_float("refresh", refresh)
+        self.backend = one_of("backend", backend, BACKENDS)
+        self._bar: ProgressBar | None = None
         self.passes: list[dict[str, Any]] = []
 
     def _out(self) -> TextIO:
@@ -81,9 +88,14 @@ class Progress(RunnerItem):
         self._samples = 0
         dyn = self.dynamic
         if dyn is None:
-            isatty = getattr(self._out(), "isatty", None)
-            dyn = bool(isatty and isatty())
+            dyn = is_terminal(self._out())
         self._dyn = dyn and self._active()
+        if self._dyn:
+            ctx = self.context
+            self._bar = ProgressBar(
+                total=getattr(ctx, "batches_per_pass", None) or None,
+                desc=f"pass {getattr(ctx, 'pass_id', len(self.passes))}", stream=self._out(),
+                dynamic=True, backend=self.backend, width=self.width, refresh=self.refresh)
         next_callback()
 
     def on_batch_end(self, next_callback: Any) -> bool:
@@ -91,29 +103,11 @@ class Progress(RunnerItem):
         ctx = self.context
         self._batches += 1
         self._samples += int(getattr(ctx, "batch_size", 0) or 0)
-        now = self._last_batch = time.perf_counter()
-        if self._dyn:
-            if now - self._last_draw >= self.refresh:
-                self._last_draw = now
-                self._draw(now)
+        self._last_batch = time.perf_counter()
+        if self._bar is not None:
+            self._bar.update(postfix=_fmt_metrics(getattr(ctx, "cost", None),
+                                                  getattr(ctx, "metrics", {})))
         return stop
-
-    def _draw(self, now: float) -> None:
-        ctx = self.context
-        total = getattr(ctx, "batches_per_pass", None)
-        done = getattr(ctx, "batch_id", self._batches - 1) + 1
-        if total:
-            filled = min(self.width, int(self.width * done / total))
-            bar = f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total}"
-        else:
-            bar = f"{done} batches"
-        rate = self._samples / max(now - self._start, 1e-9)
-        line = (f"pass {getattr(ctx, 'pass_id', len(self.passes))} {bar}  "
-                f"{_fmt_metrics(getattr(ctx, 'cost', None), getattr(ctx, 'metrics', {}))}  "
-                f"{rate:,.0f} samples/s")
-        out = self._out()
-        out.write("\r" + line + "\x1b[K")
-        out.flush()
 
     def on_pass_end(self, next_callback: Any) -> None:
         next_callback()
@@ -142,6 +136,15 @@ class Progress(RunnerItem):
                 f"{_fmt_metrics(record['cost'], record['metrics'])}")
         if test is not None:
             line += f"  | test {_fmt_metrics(test.cost, test.metrics)}"
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
         out = self._out()
-        out.write(("\r\x1b[K" if self._dyn else "") + line + "\n")
+        out.write(line + "\n")
         out.flush()
+
+    def finalize(self, next_callback: Any) -> None:
+        if self._bar is not None:  # a pass that ended by an error: erase its line
+            self._bar.close()
+            self._bar = None
+        next_callback()

@@ -1,0 +1,459 @@
+"""``Dataset.as_torch()``: a feedline pipeline as a ``torch.utils.data`` dataset.
+
+:func:`as_torch` (and the method :meth:`feedline.Dataset.as_torch`) returns
+
+* a :class:`TorchMapDataset` (``__len__``, ``__getitem__``) when the pipeline is random
+  access (:class:`~feedline.dataset.base.RandomAccessDataset`): the DataLoader's sampler
+  chooses the indices, so shuffling, ``DistributedSampler`` and worker splitting are
+  PyTorch's own; ``set_epoch(e)`` makes index ``i`` read the pipeline's item
+  ``e * len + i`` (a new order of a ``global_shuffle`` each epoch);
+* otherwise a :class:`TorchIterableDataset`, which
+
+  - splits the work: DataLoader worker ``w`` of ``W`` (``get_worker_info()``) on rank
+    ``r`` of ``R`` (``torch.distributed`` when initialised, else ``RANK``/``WORLD_SIZE``)
+    reads part ``r * W + w`` of ``R * W``, so every record is read exactly once per
+    epoch across ranks and workers (see *Where the pipeline is split* below);
+  - runs epoch ``e`` of the pipeline (seeding ``shuffle``/``global_shuffle``): by
+    default each ``iter(loader)`` runs the next epoch — 0, 1, 2, ... — also with worker
+    processes, fresh or persistent (the workers of one iteration agree on its number
+    through a counter in shared memory); :meth:`~TorchIterableDataset.set_epoch` sets
+    the next one (as with ``DistributedSampler``), and a loaded state sets its own;
+  - has ``state_dict()`` / ``load_state_dict()`` (the torchdata ``Stateful`` protocol),
+    so ``torchdata.stateful_dataloader.StatefulDataLoader`` — with or without worker
+    processes — resumes exactly: a loader restored from a state taken after ``k``
+    batches yields the batches the uninterrupted loader yields after ``k``.
+
+Items are converted with the :mod:`feedline.pytorch.convert` rules (numpy arrays, also inside
+dicts, lists and tuples, become tensors; ``pin_memory=True`` pins them when iterated in
+the main process — inside worker processes pass ``pin_memory=True`` to the DataLoader,
+which pins in the main process). ``convert=False`` hands items over unchanged.
+
+**Where the pipeline is split.** A stream pipeline is split as close to its source as
+possible without changing what it means: above the topmost stage that is not one of
+``map`` (in-thread or threads), ``filter``, ``flat_map``, ``shuffle``, ``batch``,
+``prefetch``, ``interleave``, ``bucket_by_length``. There each part keeps every
+``P``-th record (index mode for a random-access stage: it reads only its own records,
+so a ``global_shuffle`` below the split is one permutation for all parts); the stages
+above run per part, so each part decodes only its own records. Stages such as ``take``,
+``skip``, ``zip``, ``concat``, ``repeat`` or ``map(workers=N)`` stay below the split
+(their meaning depends on seeing every item). Batches are then made per part: each
+record is in exactly one batch, and each part may end with a short batch; a buffer
+``shuffle`` above the split gets a seed of its own per part (derived from its seed and
+the part), so the parts' orders are independent and still the same in every run.
+
+Under DDP every rank must run the same number of steps. Parts of a stream can differ
+by a record (and so by a batch); give such a pipeline a length that splits evenly, drop
+short batches (``DataLoader(drop_last=True)``), or use a random-access pipeline with a
+``DistributedSampler``.
+
+>>> import torch
+>>> from feedline import Dataset
+>>> ds = Dataset.range(10).filter(lambda x: x % 3 != 0).batch(2, collate="numpy")
+>>> loader = torch.utils.data.DataLoader(ds.as_torch(), batch_size=None)
+>>> [b.tolist() for b in loader]
+[[1, 2], [4, 5], [7, 8]]
+>>> mapped = Dataset.range(4).map(float).as_torch()
+>>> len(mapped), mapped[3]
+(4, 3.0)
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import multiprocessing
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from feedline._internal.optional import require
+from feedline._internal.validate import non_negative_int
+from feedline.dataset.base import STATE_VERSION as PIPELINE_STATE_VERSION
+from feedline.dataset.base import Dataset, RandomAccessDataset
+from feedline.exceptions import StateError
+
+__all__ = ["as_torch", "TorchMapDataset", "TorchIterableDataset", "STATE_VERSION"]
+
+logger = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+
+torch = require("torch", extra="torch")
+
+
+def _splittable_types() -> tuple[type, ...]:
+    from feedline.dataset.batch import BatchDataset
+    from feedline.dataset.bucket import BucketDataset
+    from feedline.dataset.filter import FilterDataset
+    from feedline.dataset.flat_map import FlatMapDataset
+    from feedline.dataset.interleave import InterleaveDataset
+    from feedline.dataset.map import MapDataset, RandomAccessMapDataset
+    from feedline.dataset.prefetch import PrefetchDataset
+    from feedline.dataset.shuffle import ShuffleDataset
+    from feedline.dataset.thread_map import ThreadMapDataset
+
+    return (BatchDataset, BucketDataset, FilterDataset, FlatMapDataset, InterleaveDataset,
+            MapDataset, RandomAccessMapDataset, PrefetchDataset, ShuffleDataset,
+            ThreadMapDataset)
+
+
+def split_pipeline(ds: Dataset, part: int, parts: int) -> Dataset:
+    """Part ``part`` of ``parts`` of ``ds``, split as close to the source as possible
+    (see the module docstring); ``ds`` itself is left unchanged.
+
+    >>> from feedline import Dataset
+    >>> ds = Dataset.range(6).filter(lambda x: True).batch(2)
+    >>> [split_pipeline(ds, p, 2).to_list() for p in range(2)]
+    [[[0, 2], [4]], [[1, 3], [5]]]
+    """
+    from feedline.dataset.shard import shard_dataset
+
+    if parts == 1:
+        return ds
+    ok = _splittable_types()
+    chain: list[Dataset] = []  # stages above the split, top first
+    node = ds
+    while isinstance(node, ok) and len(node._parents) == 1:
+        chain.append(node)
+        node = node._parents[0]
+    new = shard_dataset(node, part, parts, policy="none")
+    from feedline.dataset.shuffle import ShuffleDataset
+
+    for stage in reversed(chain):
+        clone = copy.copy(stage)
+        clone._parents = (new,)
+        clone._iterations = 0
+        if isinstance(clone, ShuffleDataset):  # parts shuffle independently of each other
+            clone._seed = int(np.random.SeedSequence([stage._seed, part]).generate_state(
+                2, np.uint64)[0])
+        new = clone
+    return new
+
+
+def _converter(convert: bool, pin_memory: bool) -> Callable[[Any], Any] | None:
+    if not convert:
+        return None
+    from feedline.pytorch.convert import converter
+
+    return converter(pin_memory=pin_memory)
+
+
+class TorchMapDataset(torch.utils.data.Dataset):
+    """A random-access pipeline as a map-style ``torch.utils.data.Dataset``.
+
+    ``ds[i]`` is the pipeline's item ``epoch * len + i`` (``epoch`` from
+    :meth:`set_epoch`, default 0), converted by the ``to_torch`` rules.
+
+    >>> import numpy as np
+    >>> from feedline import Dataset
+    >>> tds = TorchMapDataset(Dataset.from_arrays(np.arange(6).reshape(3, 2)))
+    >>> len(tds), tds[1]
+    (3, tensor([2, 3]))
+    """
+
+    def __init__(self, dataset: RandomAccessDataset, *, convert: bool = True,
+                 pin_memory: bool = False) -> None:
+        if not isinstance(dataset, RandomAccessDataset):
+            raise TypeError(
+                f"TorchMapDataset needs a random-access dataset, got {dataset.name}; "
+                "use TorchIterableDataset for streams"
+            )
+        self.dataset = dataset
+        self.convert = bool(convert)
+        self.pin_memory = bool(pin_memory)
+        self.epoch = 0
+        self._convert: Callable[[Any], Any] | None | bool = False  # built lazily per process
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read epoch ``epoch`` of the pipeline from now on (``DistributedSampler``-style)."""
+        self.epoch = non_negative_int("epoch", epoch)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        n = len(self.dataset)
+        if isinstance(index, bool) or not isinstance(index, int):
+            index = int(index)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"index {index} out of range for a dataset of {n} items")
+        item = self.dataset[self.epoch * n + index]
+        if self._convert is False:
+            in_worker = torch.utils.data.get_worker_info() is not None
+            self._convert = _converter(self.convert, self.pin_memory and not in_worker)
+        return item if self._convert is None else self._convert(item)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_convert"] = False
+        return state
+
+
+class TorchIterableDataset(torch.utils.data.IterableDataset):
+    """A stream pipeline as a ``torch.utils.data.IterableDataset``; see the module
+    docstring for splitting, epochs and state.
+
+    ``rank``/``world_size``: fixed instead of ``torch.distributed``'s (else ``RANK`` /
+    ``WORLD_SIZE``). ``state_dict()`` is ``{"version", "epoch", "part", "parts",
+    "pipeline"}``: the position of the iterator last started (``pipeline`` is ``None``
+    before its first item), or of the next epoch's start when none was started.
+
+    >>> from feedline import Dataset
+    >>> tds = TorchIterableDataset(Dataset.range(6).filter(lambda x: x != 2))
+    >>> it = iter(tds); [int(next(it)) for _ in range(2)]
+    [0, 1]
+    >>> state = tds.state_dict()
+    >>> again = TorchIterableDataset(Dataset.range(6).filter(lambda x: x != 2))
+    >>> again.load_state_dict(state)
+    >>> [int(x) for x in again]
+    [3, 4, 5]
+    """
+
+    def __init__(self, dataset: Dataset, *, convert: bool = True, pin_memory: bool = False,
+                 rank: int | None = None, world_size: int | None = None) -> None:
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"`dataset` must be a feedline Dataset, got {type(dataset).__name__}")
+        if rank is not None or world_size is not None:
+            from feedline.io.split import resolve_rank_world
+
+            rank, world_size = resolve_rank_world(rank, world_size)
+        self.dataset = dataset
+        self.convert = bool(convert)
+        self.pin_memory = bool(pin_memory)
+        self.rank, self.world_size = rank, world_size
+        self._epochs = _EpochCounter()
+        self._iters = 0  # iterations started by this copy (a persistent worker's count)
+        self._pending: dict | None = None
+        self._live: _TorchIterator | None = None
+
+    # ------------------------------------------------------------------ epochs
+    def set_epoch(self, epoch: int) -> None:
+        """Run epoch ``epoch`` at the next ``iter()`` (later ones follow from it).
+
+        >>> from feedline import Dataset
+        >>> tds = TorchIterableDataset(Dataset.range(4).shuffle(4, seed=0))
+        >>> first = [int(x) for x in tds]; _ = [int(x) for x in tds]
+        >>> tds.set_epoch(0); [int(x) for x in tds] == first
+        True
+        """
+        self._epochs.set_next(non_negative_int("epoch", epoch))
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``iter()`` runs."""
+        return self._epochs.next()
+
+    def _part(self) -> tuple[int, int]:
+        from feedline.io.split import resolve_rank_world
+
+        rank, world = resolve_rank_world(self.rank, self.world_size)
+        info = torch.utils.data.get_worker_info()
+        if info is None:
+            return rank, world
+        return rank * info.num_workers + info.id, world * info.num_workers
+
+    def __getstate__(self) -> dict:
+        # Pickled into worker processes: fix the rank seen here, where torch.distributed
+        # is initialised (a spawned worker does not inherit the process group).
+        state = self.__dict__.copy()
+        state["_live"] = None
+        if self.rank is None or self.world_size is None:
+            from feedline.io.split import resolve_rank_world
+
+            state["rank"], state["world_size"] = resolve_rank_world(self.rank, self.world_size)
+        return state
+
+    # ------------------------------------------------------------------ iterating
+    def __iter__(self) -> Iterator[Any]:
+        part, parts = self._part()
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            if (pending["part"], pending["parts"]) != (part, parts):
+                raise StateError(
+                    f"state was taken in part {pending['part']} of {pending['parts']} "
+                    f"(rank x DataLoader worker), this iteration is part {part} of {parts}: "
+                    "resume with the same world size and num_workers"
+                )
+            epoch, pipeline_state = pending["epoch"], pending["pipeline"]
+        else:
+            epoch, pipeline_state = None, None
+        info = torch.utils.data.get_worker_info()
+        in_worker = info is not None
+        # the workers of one DataLoader iteration share its base seed (and, when
+        # persistent, their count of iterations): the first to start claims the epoch
+        key = None if info is None else (info.seed - info.id, self._iters)
+        self._iters += 1
+        epoch = self._epochs.claim(key, epoch)
+        convert = _converter(self.convert, self.pin_memory and not in_worker)
+        it = _TorchIterator(split_pipeline(self.dataset, part, parts), epoch, part, parts,
+                            pipeline_state, convert)
+        if self._live is not None and self._live is not it:
+            self._live.close()
+        self._live = it
+        return it
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The position to resume from (see the class docstring).
+
+        >>> from feedline import Dataset
+        >>> TorchIterableDataset(Dataset.range(3).batch(2)).state_dict()
+        {'version': 1, 'epoch': 0, 'part': 0, 'parts': 1, 'pipeline': None}
+        """
+        if self._pending is not None:
+            return dict(self._pending)
+        if self._live is not None:
+            return self._live.state()
+        part, parts = self._part()
+        return {"version": STATE_VERSION, "epoch": self._epochs.next(), "part": part, "parts": parts,
+                "pipeline": None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next ``iter()`` continue from ``state`` (from :meth:`state_dict`).
+
+        >>> from feedline import Dataset
+        >>> tds = TorchIterableDataset(Dataset.range(3).batch(2))
+        >>> tds.load_state_dict({"version": 1, "epoch": 4, "part": 0, "parts": 1,
+        ...                      "pipeline": None})
+        >>> [b for b in tds], tds.epoch  # epoch 4 from its start; the next one is 5
+        ([[0, 1], [2]], 5)
+        """
+        if not isinstance(state, dict) or not {"version", "epoch", "part", "parts",
+                                                "pipeline"} <= set(state):
+            raise StateError(f"not a TorchIterableDataset state: {state!r}")
+        if state["version"] != STATE_VERSION:
+            raise StateError(
+                f"state version {state['version']} is not supported (expected {STATE_VERSION})"
+            )
+        non_negative_int("state['epoch']", state["epoch"])
+        self._pending = dict(state)
+
+
+class _EpochCounter:
+    """The epoch number shared by a dataset and its DataLoader worker processes.
+
+    ``claim(key, epoch)``: the epoch of an iteration. In the main process (``key`` is
+    ``None``) every call is a new iteration; in workers, the calls with the same ``key``
+    (one per worker) are one iteration and get the same number. ``epoch`` (from a
+    loaded state) sets it; otherwise it is the next number. Shared memory inherited by
+    forked or spawned workers; a copy pickled any other way is a plain counter.
+    """
+
+    def __init__(self, start: int = 0) -> None:
+        self._lock = multiprocessing.Lock()
+        # next epoch, whether a key was claimed, the last claimed key (2 ints), its epoch
+        self._cells = multiprocessing.RawArray("q", [start, 0, 0, 0, 0])
+
+    def __getstate__(self) -> dict:
+        if multiprocessing.context.get_spawning_popen() is not None:
+            return {"lock": self._lock, "cells": self._cells}  # shared with the new process
+        return {"start": self.next()}  # a copy pickled elsewhere: a counter of its own
+
+    def __setstate__(self, state: dict) -> None:
+        if "start" in state:
+            self.__init__(state["start"])  # type: ignore[misc]
+        else:
+            self._lock, self._cells = state["lock"], state["cells"]
+
+    def next(self) -> int:
+        with self._lock:
+            return int(self._cells[0])
+
+    def set_next(self, epoch: int) -> None:
+        with self._lock:
+            self._cells[0] = epoch
+            self._cells[1] = 0
+
+    def claim(self, key: tuple[int, int] | None, epoch: int | None) -> int:
+        c = self._cells
+        with self._lock:
+            if key is not None and c[1] and (c[2], c[3]) == key:
+                return int(c[4])  # another worker of this iteration claimed it
+            if epoch is None:
+                epoch = int(c[0])
+            c[0] = epoch + 1
+            if key is not None:
+                c[1], c[2], c[3], c[4] = 1, key[0], key[1], epoch
+            return epoch
+
+
+class _TorchIterator:
+    """One epoch of one part; builds the pipeline iterator at the first item."""
+
+    def __init__(self, ds: Dataset, epoch: int, part: int, parts: int,
+                 pipeline_state: dict | None, convert: Callable[[Any], Any] | None) -> None:
+        self._ds = ds
+        self._epoch, self._part, self._parts = epoch, part, parts
+        self._start_state = pipeline_state
+        self._convert = convert
+        self._it: Any = None
+        self._done = False
+
+    def __iter__(self) -> _TorchIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self._done:
+            raise StopIteration
+        if self._it is None:
+            self._open()
+        try:
+            item = next(self._it)
+        except StopIteration:
+            self._end_state = self._it.get_state()["stages"]
+            self.close()
+            raise
+        return item if self._convert is None else self._convert(item)
+
+    def _open(self) -> None:
+        if self._start_state is None:
+            self._it = self._ds.iterator(epoch=self._epoch)
+        else:
+            self._it = self._ds.iterator({"type": "pipeline", "version": PIPELINE_STATE_VERSION,
+                                          "epoch": self._epoch, "stages": self._start_state})
+
+    def state(self) -> dict[str, Any]:
+        if self._it is not None:
+            stages = self._it.get_state()["stages"]
+        elif self._done:
+            stages = getattr(self, "_end_state", self._start_state)
+        else:
+            stages = self._start_state
+        return {"version": STATE_VERSION, "epoch": self._epoch, "part": self._part,
+                "parts": self._parts, "pipeline": stages}
+
+    def close(self) -> None:
+        self._done = True
+        it, self._it = self._it, None
+        if it is not None:
+            it.close()
+
+    def __del__(self) -> None:
+        it = self.__dict__.get("_it")
+        if it is not None:
+            it.close()
+
+
+def as_torch(dataset: Dataset, *, convert: bool = True, pin_memory: bool = False,
+             rank: int | None = None, world_size: int | None = None
+             ) -> TorchMapDataset | TorchIterableDataset:
+    """``dataset`` as a ``torch.utils.data`` dataset: map-style when it is random access,
+    else iterable; see the module docstring. ``rank``/``world_size`` only apply to the
+    iterable form (a map-style dataset is split by the DataLoader's sampler).
+
+    >>> from feedline import Dataset
+    >>> type(as_torch(Dataset.range(3))).__name__, type(as_torch(Dataset.range(3).batch(2))).__name__
+    ('TorchMapDataset', 'TorchIterableDataset')
+    """
+    if isinstance(dataset, RandomAccessDataset):
+        if rank is not None or world_size is not None:
+            raise ValueError(
+                "`rank`/`world_size` apply to stream pipelines; split a random-access "
+                "pipeline with the DataLoader's sampler (DistributedSampler)"
+            )
+        return TorchMapDataset(dataset, convert=convert, pin_memory=pin_memory)
+    return TorchIterableDataset(dataset, convert=convert, pin_memory=pin_memory, rank=rank,
+                                world_size=world_size)

@@ -1,0 +1,204 @@
+"""Lightning: feedline pipelines in ``Trainer.fit`` with exact mid-epoch resume
+(needs ``feedline[lightning]``).
+
+:class:`FeedlineDataModule` is a ``LightningDataModule`` whose dataloaders are
+:func:`stateful_loader`\\ s over ``pipeline.as_torch()``: a torchdata
+``StatefulDataLoader`` whose state Lightning stores in every checkpoint, so
+``trainer.fit(model, datamodule=dm, ckpt_path=...)`` from a checkpoint taken in the
+middle of an epoch continues with exactly the batches the uninterrupted fit would have
+seen next — on one process and under ``strategy="ddp"`` (each rank reads its own part:
+see :mod:`feedline.pytorch.dataset`).
+
+Lightning's training loop fetches one batch ahead (to know which batch is the last), so
+when it saves a checkpoint after batch ``k`` the loader has already produced batch
+``k + 1``. The loader made here reports the state from before that prefetched batch
+(``prefetched=1``), so it is not skipped on resume; once the epoch's batches are
+exhausted nothing is prefetched and the state is the loader's own.
+
+>>> from feedline import Dataset
+>>> dm = FeedlineDataModule(train=Dataset.range(6).batch(2, collate="numpy"))
+>>> [b.tolist() for b in dm.train_dataloader()]
+[[0, 1], [2, 3], [4, 5]]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from feedline._internal.optional import require
+from feedline._internal.validate import non_negative_int, optional_positive_int
+from feedline.dataset.base import Dataset
+from feedline.exceptions import StateError
+
+__all__ = ["FeedlineDataModule", "stateful_loader", "PrefetchAwareLoader", "RANKS_KEY"]
+
+RANKS_KEY = "feedline_rank_states"
+
+L = require("lightning", extra="lightning")
+StatefulDataLoader = require("torchdata.stateful_dataloader", extra="torch").StatefulDataLoader
+
+
+class PrefetchAwareLoader(StatefulDataLoader):
+    """A ``StatefulDataLoader`` whose ``state_dict()`` leaves out the last ``prefetched``
+    batches it produced while its iterator is not exhausted (a consumer that fetches
+    ahead, like Lightning's training loop, has not used them yet), and under
+    ``torch.distributed`` holds every rank's state (``{RANKS_KEY: [state, ...]}``), each
+    rank loading its own.
+
+    >>> from feedline import Dataset
+    >>> loader = PrefetchAwareLoader(Dataset.range(4).as_torch(), batch_size=1)
+    >>> it = iter(loader); _ = next(it); _ = next(it)
+    >>> again = PrefetchAwareLoader(Dataset.range(4).as_torch(), batch_size=1)
+    >>> again.load_state_dict(loader.state_dict())
+    >>> [int(b) for b in again]  # batch 1 was prefetched, not used: it comes again
+    [1, 2, 3]
+    """
+
+    def __init__(self, *args: Any, prefetched: int = 1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prefetched = non_negative_int("prefetched", prefetched)
+        self._recent: list[dict] = []
+
+    def __iter__(self) -> Any:
+        self._recent = []
+        return _RecordingIterator(self, super().__iter__())
+
+    def _own_state(self) -> dict[str, Any]:
+        if self.prefetched and len(self._recent) >= self.prefetched:
+            return self._recent[-self.prefetched]
+        return super().state_dict()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state without the prefetched batches; under ``torch.distributed`` every
+        rank's state (gathered: every rank must call it, as Lightning's checkpointing
+        does), since a checkpoint holds the state of rank 0 only."""
+        state = self._own_state()
+        world = _world_size()
+        if world == 1:
+            return state
+        import torch.distributed as dist
+
+        states: list[Any] = [None] * world
+        dist.all_gather_object(states, state)
+        return {RANKS_KEY: states}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a state from :meth:`state_dict` (this rank's part of a gathered one)."""
+        if RANKS_KEY in state_dict:
+            import torch.distributed as dist
+
+            states = state_dict[RANKS_KEY]
+            world = _world_size()
+            if len(states) != world:
+                raise StateError(
+                    f"the loader state was saved by {len(states)} ranks, this job has "
+                    f"{world}: resume with the same world size"
+                )
+            state_dict = states[dist.get_rank() if world > 1 else 0]
+        super().load_state_dict(state_dict)
+
+
+def _world_size() -> int:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return 1
+
+
+class _RecordingIterator:
+    def __init__(self, loader: PrefetchAwareLoader, inner: Any) -> None:
+        self._loader = loader
+        self._inner = inner
+
+    def __iter__(self) -> _RecordingIterator:
+        return self
+
+    def __next__(self) -> Any:
+        loader = self._loader
+        before = StatefulDataLoader.state_dict(loader) if loader.prefetched else None
+        try:
+            batch = next(self._inner)
+        except StopIteration:
+            loader._recent = []  # exhausted: nothing is prefetched any more
+            raise
+        if before is not None:
+            loader._recent.append(before)
+            del loader._recent[:-loader.prefetched]
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
+def stateful_loader(pipeline: Dataset, *, batch_size: int | None = None, num_workers: int = 0,
+                    prefetched: int = 1, **loader_options: Any) -> PrefetchAwareLoader:
+    """A :class:`PrefetchAwareLoader` over ``pipeline.as_torch()``: ``batch_size=None``
+    hands the pipeline's own items (already batched) over as they are; other
+    ``loader_options`` go to the DataLoader (``shuffle`` only for a random-access
+    pipeline).
+
+    >>> from feedline import Dataset
+    >>> [b.tolist() for b in stateful_loader(Dataset.range(5).filter(bool), batch_size=2)]
+    [[1, 2], [3, 4]]
+    """
+    if not isinstance(pipeline, Dataset):
+        raise TypeError(f"`pipeline` must be a feedline Dataset, got {type(pipeline).__name__}")
+    optional_positive_int("batch_size", batch_size)
+    non_negative_int("num_workers", num_workers)
+    return PrefetchAwareLoader(pipeline.as_torch(), batch_size=batch_size,
+                               num_workers=num_workers, prefetched=prefetched, **loader_options)
+
+
+class FeedlineDataModule(L.LightningDataModule):
+    """A ``LightningDataModule`` over feedline pipelines (see the module docstring).
+
+    ``train``/``val``/``test``/``predict``: the pipelines (``None``: no such loader);
+    ``batch_size``, ``num_workers`` and ``loader_options`` apply to every loader, see
+    :func:`stateful_loader`. Only the training loader fetches ahead (``prefetched=1``).
+
+    >>> from feedline import Dataset
+    >>> dm = FeedlineDataModule(train=Dataset.range(4).filter(bool), batch_size=3)
+    >>> [b.tolist() for b in dm.train_dataloader()]
+    [[1, 2, 3]]
+    """
+
+    def __init__(self, train: Dataset | None = None, val: Dataset | None = None,
+                 test: Dataset | None = None, predict: Dataset | None = None, *,
+                 batch_size: int | None = None, num_workers: int = 0,
+                 **loader_options: Any) -> None:
+        super().__init__()
+        for name, value in (("train", train), ("val", val), ("test", test),
+                            ("predict", predict)):
+            if value is not None and not isinstance(value, Dataset):
+                raise TypeError(
+                    f"`{name}` must be a feedline Dataset or None, got {type(value).__name__}"
+                )
+        self.pipelines = {"train": train, "val": val, "test": test, "predict": predict}
+        self.batch_size = optional_positive_int("batch_size", batch_size)
+        self.num_workers = non_negative_int("num_workers", num_workers)
+        self.loader_options = loader_options
+
+    def _loader(self, stage: str, prefetched: int) -> PrefetchAwareLoader:
+        pipeline = self.pipelines[stage]
+        if pipeline is None:
+            raise ValueError(f"no `{stage}` pipeline was given to FeedlineDataModule")
+        return stateful_loader(pipeline, batch_size=self.batch_size,
+                               num_workers=self.num_workers, prefetched=prefetched,
+                               **self.loader_options)
+
+    def train_dataloader(self) -> PrefetchAwareLoader:
+        """The training loader (state reported without the batch Lightning prefetched)."""
+        return self._loader("train", 1)
+
+    def val_dataloader(self) -> Any:
+        """The validation loader (an empty list, i.e. none, without a ``val`` pipeline)."""
+        return [] if self.pipelines["val"] is None else self._loader("val", 0)
+
+    def test_dataloader(self) -> Any:
+        """The test loader (an empty list, i.e. none, without a ``test`` pipeline)."""
+        return [] if self.pipelines["test"] is None else self._loader("test", 0)
+
+    def predict_dataloader(self) -> Any:
+        """The prediction loader (an empty list, i.e. none, without a ``predict`` pipeline)."""
+        return [] if self.pipelines["predict"] is None else self._loader("predict", 0)
