@@ -33,7 +33,10 @@ replayed, not redrawn, so shuffle after it.
   (the cache is then written by a later iteration). While reading, the state is the
   part and the TFRecord reader's position.
 
-``shard_size`` (default 1024) is the number of elements per part file.
+``shard_size`` (default 1024) is the number of elements per part file. Part files are
+checked against the manifest's sizes when a cache is opened; their records are read
+without the per-record CRC check (a cache is a private, local copy, and reading it fast
+is its point), so delete a cache you suspect of disk damage.
 
 >>> import tempfile
 >>> d = tempfile.mkdtemp()
@@ -297,7 +300,7 @@ class _ReadIterator(DatasetIterator):
         self._part = k
         if k < len(self._parts):
             self._reader = TFRecordReader(os.path.join(self._dir, self._parts[k]),
-                                          compression=None)
+                                          compression=None, verify=False)
 
     def __next__(self) -> Any:
         while True:
