@@ -416,7 +416,7 @@ class CSVReader(DatasetIterator[Any]):
         )
         self.skip_header_lines = non_negative_int("skip_header_lines", skip_header_lines)
         self._rows: list[tuple] = []
-        self._row_states: list[tuple[int, int]] = []
+        self._row_states: list[tuple[int, int, int, int]] = []
         self._j = 0
         self._skipped = 0
 
@@ -514,7 +514,7 @@ class CSVReader(DatasetIterator[Any]):
 
         return _decode(recs, self._cols, self._delim, self._quote, self._na, self._select, locate)
 
-    def _chunk(self, n: int) -> tuple[list[np.ndarray], list[tuple[int, int, int]]] | None:
+    def _chunk(self, n: int) -> tuple[list[np.ndarray], list[tuple[int, int, int, int]]] | None:
         """Decode up to ``n`` records; returns the columns and, for each record kept,
         ``(offset, line, skipped, first line)``: the state just after it and the 1-based
         line where it starts.
@@ -527,7 +527,7 @@ class CSVReader(DatasetIterator[Any]):
         self._read_header()
         recs: list[bytes] = []
         where: list[tuple[int, int]] = []
-        after: list[tuple[int, int, int]] = []  # offset, line, number of skips before
+        after: list[tuple[int, int, int, int]] = []  # offset, line, skips before, first line
         while len(recs) < n:
             position = (self._lines.tell(), self._lines.line_number)
             try:

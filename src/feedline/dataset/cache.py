@@ -304,12 +304,14 @@ class _ReadIterator(DatasetIterator):
 
     def __next__(self) -> Any:
         while True:
-            if self._reader is None:
+            reader = self._reader
+            if reader is None:
                 if self._part >= len(self._parts):
                     raise StopIteration
                 self._open(self._part)
+                continue
             try:
-                record = next(self._reader)
+                record = next(reader)
             except StopIteration:
                 self._open(self._part + 1)
                 continue
@@ -317,7 +319,7 @@ class _ReadIterator(DatasetIterator):
                 return pickle.loads(record)
             except Exception as exc:
                 raise CorruptRecordError(
-                    f"cached element does not unpickle: {exc}", path=self._reader.path
+                    f"cached element does not unpickle: {exc}", path=reader.path
                 ) from exc
 
     def get_state(self) -> dict[str, Any]:
@@ -338,9 +340,10 @@ class _ReadIterator(DatasetIterator):
             self._reader.set_state(state["reader"])
 
     def close(self) -> None:
-        if getattr(self, "_reader", None) is not None:
-            self._reader.close()
+        reader = getattr(self, "_reader", None)
+        if reader is not None:
             self._reader = None
+            reader.close()
 
 
 # --------------------------------------------------------------------------- writing
@@ -404,6 +407,11 @@ class _WriteIterator(DatasetIterator):
             shutil.rmtree(self._staging, ignore_errors=True)
         self._staging = None
 
+    def _staging_dir(self) -> str:
+        if self._staging is None:
+            raise RuntimeError("the cache writer has no staging directory")
+        return self._staging
+
     def _part_name(self, k: int) -> str:
         return f"part-{k:05d}.tfrecord"
 
@@ -414,7 +422,7 @@ class _WriteIterator(DatasetIterator):
 
     def _write(self, item: Any) -> None:
         if self._writer is None:
-            self._writer = TFRecordWriter(os.path.join(self._staging, self._part_name(self._part)))
+            self._writer = TFRecordWriter(os.path.join(self._staging_dir(), self._part_name(self._part)))
         data = pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
         self._writer.write(data)
         self._in_part += 1
@@ -435,10 +443,10 @@ class _WriteIterator(DatasetIterator):
             self._finish_part()
         manifest = {"format": _FORMAT, "fingerprint": self._ds.fingerprint,
                     "parts": self._parts, "count": sum(p["count"] for p in self._parts)}
-        replace_file(os.path.join(self._staging, _MANIFEST),
+        replace_file(os.path.join(self._staging_dir(), _MANIFEST),
                      json.dumps(manifest, indent=1).encode())
         final = self._ds.directory
-        staging, self._staging = self._staging, None
+        staging, self._staging = self._staging_dir(), None
         try:
             os.rename(staging, final)
         except OSError:  # another writer finished first: keep its cache
@@ -514,7 +522,7 @@ class _WriteIterator(DatasetIterator):
                 src = os.path.join(old, p["name"])
                 if os.path.getsize(src) != p["bytes"]:
                     return False
-                shutil.copyfile(src, os.path.join(self._staging, p["name"]))
+                shutil.copyfile(src, os.path.join(self._staging_dir(), p["name"]))
             in_part, nbytes = int(state["in_part"]), int(state["bytes"])
             self._parts, self._part = parts, len(parts)
             self._in_part, self._bytes = in_part, nbytes
@@ -528,7 +536,7 @@ class _WriteIterator(DatasetIterator):
                 finally:
                     reader.close()
                 self._writer = TFRecordWriter(
-                    os.path.join(self._staging, self._part_name(self._part)))
+                    os.path.join(self._staging_dir(), self._part_name(self._part)))
                 for record in head:
                     self._writer.write(record)
             return True
