@@ -49,9 +49,14 @@ from typing import Any
 from feedline._validate import non_negative_int, one_of
 from feedline.exceptions import DataError
 
-__all__ = ["POLICIES", "check_on_error", "report", "Failure", "CatchErrors", "SkipBudget"]
+__all__ = ["POLICIES", "check_on_error", "report", "Failure", "CatchErrors", "SkipBudget",
+           "UNSET"]
 
 logger = logging.getLogger(__name__)
+
+UNSET: Any = type("Unset", (), {"__repr__": lambda self: "<unset>"})()
+"""Default of an option whose "not given" must differ from every value, ``None`` included
+(``map(..., replacement=)``)."""
 
 POLICIES = ("raise", "skip", "warn")
 """The accepted values of ``on_error``."""

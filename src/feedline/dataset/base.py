@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
+from feedline._on_error import UNSET
 from feedline._validate import callable_arg, non_negative_int, optional_positive_int, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError
@@ -41,8 +42,6 @@ __all__ = ["Dataset", "RandomAccessDataset", "BuildContext", "PipelineIterator"]
 T = TypeVar("T")
 
 STATE_VERSION = 1
-
-_UNSET: Any = object()  # "argument not given" where None is a valid value
 
 
 @dataclass(frozen=True)
@@ -227,7 +226,7 @@ class Dataset(Generic[T]):
         backend: str = "process",
         on_error: str = "raise",
         max_skips: int | None = None,
-        replacement: Any = _UNSET,
+        replacement: Any = UNSET,
     ) -> Dataset:
         """Apply ``fn`` to every item, in this thread, ``workers`` processes, or ``workers``
         threads (``backend="thread"``); see :mod:`feedline.dataset.map`.
@@ -245,7 +244,7 @@ class Dataset(Generic[T]):
                 buffer_size=buffer_size, backend=backend,
             )
 
-        if on_error == "raise" and max_skips is None and replacement is _UNSET:
+        if on_error == "raise" and max_skips is None and replacement is UNSET:
             return build(fn)
         from feedline.dataset.skip_errors import tolerant_map
 

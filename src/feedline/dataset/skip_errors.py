@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedline._on_error import CatchErrors, Failure, SkipBudget
+from feedline._on_error import UNSET, CatchErrors, Failure, SkipBudget
 from feedline._validate import non_negative_int, one_of
-from feedline.dataset.base import _UNSET, BuildContext, Dataset
+from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 
 __all__ = ["MAP_POLICIES", "SkipErrorsDataset", "tolerant_map"]
@@ -58,12 +58,12 @@ def tolerant_map(parent: Dataset, fn: Any, build_map: Any, *, on_error: str,
     if on_error == "raise":
         if max_skips is not None:
             raise ValueError("`max_skips` needs on_error='skip' or 'replace'")
-        if replacement is not _UNSET:
+        if replacement is not UNSET:
             raise ValueError("`replacement` needs on_error='replace'")
         return build_map(fn)
-    if on_error == "replace" and replacement is _UNSET:
+    if on_error == "replace" and replacement is UNSET:
         raise ValueError("on_error='replace' needs a `replacement` element")
-    if on_error == "skip" and replacement is not _UNSET:
+    if on_error == "skip" and replacement is not UNSET:
         raise ValueError("`replacement` needs on_error='replace'")
     return SkipErrorsDataset(build_map(CatchErrors(fn)), on_error=on_error,
                              max_skips=max_skips, replacement=replacement, name=name)
