@@ -21,8 +21,13 @@ replayed, not redrawn, so shuffle after it.
   names), and plain source arguments (ranges, lists of numbers or strings, paths). A
   changed pipeline therefore writes a new cache. The *contents* of the files a source
   reads are not part of it: after rewriting input files in place, delete the cache.
-  ``cache(path)`` removes the caches of other fingerprints in ``path`` once its own is
-  complete; ``snapshot(path)`` keeps them, so switching between pipelines reuses each
+  Sources whose contents cannot be described (a generator, a reader function) are
+  fingerprinted by their type and code only.
+  ``cache(path)`` keeps one pipeline per directory: it removes the caches of other
+  fingerprints in ``path`` once its own is complete, so pipelines that share a path
+  evict each other — under ``shard``, give each rank its own path
+  (``f"cache/rank{rank}"``) or use ``snapshot(path)``, which keeps every fingerprint's
+  directory (each rank's shard has its own), so switching between pipelines reuses each
   one's snapshot.
 * **Two writers** (two iterators, two processes) each write their own staging
   directory; the first to finish wins the rename and the other discards its copy.
