@@ -177,3 +177,26 @@ def test_in_memory_cache_and_arguments():
         Dataset.range(3).cache("x", shard_size=0)
     with pytest.raises(TypeError, match="`path` must be a directory path, got int"):
         Dataset.range(3).cache(3)
+
+
+def test_cache_after_worker_map_and_per_rank_under_sharding(tmp_path):
+    ds = Dataset.range(12).map(_plus_one, workers=2)
+    try:
+        cached = ds.cache(tmp_path / "w", shard_size=5)
+        assert cached.to_list() == list(range(1, 13)) and cached.is_cached()
+        assert cached.to_list() == list(range(1, 13))
+    finally:
+        ds.close()
+    # every rank caches its own shard: snapshot() keys them by fingerprint in one directory
+    parts = [Dataset.range(10).shard(r, 2).map(_plus_one).snapshot(tmp_path / "s")
+             for r in range(2)]
+    assert parts[0].fingerprint != parts[1].fingerprint
+    first = [p.to_list() for p in parts]
+    assert sorted(first[0] + first[1]) == list(range(1, 11))
+    assert all(p.is_cached() for p in parts)
+    assert [p.to_list() for p in parts] == first
+    # cache() keeps one pipeline per directory: ranks sharing one would evict each other
+    shared = [Dataset.range(10).shard(r, 2).map(_plus_one).cache(tmp_path / "c")
+              for r in range(2)]
+    [p.to_list() for p in shared]
+    assert [p.is_cached() for p in shared] == [False, True]

@@ -46,10 +46,11 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from feedline._internal.validate import non_negative_int, one_of
+from feedline._internal.validate import UNSET, non_negative_int, one_of
 from feedline.exceptions import DataError
 
-__all__ = ["POLICIES", "check_on_error", "report", "Failure", "CatchErrors", "SkipBudget"]
+__all__ = ["POLICIES", "check_on_error", "report", "Failure", "CatchErrors", "SkipBudget",
+           "UNSET"]
 
 logger = logging.getLogger(__name__)
 

@@ -32,8 +32,9 @@ __all__ = [
 ]
 
 
-#: "argument not given", where ``None`` is a valid value
-UNSET: Any = object()
+#: default of an option whose "not given" must differ from every value, ``None`` included
+#: (``map(..., replacement=)``)
+UNSET: Any = type("Unset", (), {"__repr__": lambda self: "<unset>"})()
 
 
 def _is_int(value: Any) -> bool:

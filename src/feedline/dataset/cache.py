@@ -21,8 +21,13 @@ replayed, not redrawn, so shuffle after it.
   names), and plain source arguments (ranges, lists of numbers or strings, paths). A
   changed pipeline therefore writes a new cache. The *contents* of the files a source
   reads are not part of it: after rewriting input files in place, delete the cache.
-  ``cache(path)`` removes the caches of other fingerprints in ``path`` once its own is
-  complete; ``snapshot(path)`` keeps them, so switching between pipelines reuses each
+  Sources whose contents cannot be described (a generator, a reader function) are
+  fingerprinted by their type and code only.
+  ``cache(path)`` keeps one pipeline per directory: it removes the caches of other
+  fingerprints in ``path`` once its own is complete, so pipelines that share a path
+  evict each other — under ``shard``, give each rank its own path
+  (``f"cache/rank{rank}"``) or use ``snapshot(path)``, which keeps every fingerprint's
+  directory (each rank's shard has its own), so switching between pipelines reuses each
   one's snapshot.
 * **Two writers** (two iterators, two processes) each write their own staging
   directory; the first to finish wins the rename and the other discards its copy.
@@ -33,7 +38,10 @@ replayed, not redrawn, so shuffle after it.
   (the cache is then written by a later iteration). While reading, the state is the
   part and the TFRecord reader's position.
 
-``shard_size`` (default 1024) is the number of elements per part file.
+``shard_size`` (default 1024) is the number of elements per part file. Part files are
+checked against the manifest's sizes when a cache is opened; their records are read
+without the per-record CRC check (a cache is a private, local copy, and reading it fast
+is its point), so delete a cache you suspect of disk damage.
 
 >>> import tempfile
 >>> d = tempfile.mkdtemp()
@@ -297,16 +305,18 @@ class _ReadIterator(DatasetIterator):
         self._part = k
         if k < len(self._parts):
             self._reader = TFRecordReader(os.path.join(self._dir, self._parts[k]),
-                                          compression=None)
+                                          compression=None, verify=False)
 
     def __next__(self) -> Any:
         while True:
-            if self._reader is None:
+            reader = self._reader
+            if reader is None:
                 if self._part >= len(self._parts):
                     raise StopIteration
                 self._open(self._part)
+                continue
             try:
-                record = next(self._reader)
+                record = next(reader)
             except StopIteration:
                 self._open(self._part + 1)
                 continue
@@ -314,7 +324,7 @@ class _ReadIterator(DatasetIterator):
                 return pickle.loads(record)
             except Exception as exc:
                 raise CorruptRecordError(
-                    f"cached element does not unpickle: {exc}", path=self._reader.path
+                    f"cached element does not unpickle: {exc}", path=reader.path
                 ) from exc
 
     def get_state(self) -> dict[str, Any]:
@@ -335,9 +345,10 @@ class _ReadIterator(DatasetIterator):
             self._reader.set_state(state["reader"])
 
     def close(self) -> None:
-        if getattr(self, "_reader", None) is not None:
-            self._reader.close()
+        reader = getattr(self, "_reader", None)
+        if reader is not None:
             self._reader = None
+            reader.close()
 
 
 # --------------------------------------------------------------------------- writing
@@ -401,6 +412,11 @@ class _WriteIterator(DatasetIterator):
             shutil.rmtree(self._staging, ignore_errors=True)
         self._staging = None
 
+    def _staging_dir(self) -> str:
+        if self._staging is None:
+            raise RuntimeError("the cache writer has no staging directory")
+        return self._staging
+
     def _part_name(self, k: int) -> str:
         return f"part-{k:05d}.tfrecord"
 
@@ -411,7 +427,7 @@ class _WriteIterator(DatasetIterator):
 
     def _write(self, item: Any) -> None:
         if self._writer is None:
-            self._writer = TFRecordWriter(os.path.join(self._staging, self._part_name(self._part)))
+            self._writer = TFRecordWriter(os.path.join(self._staging_dir(), self._part_name(self._part)))
         data = pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
         self._writer.write(data)
         self._in_part += 1
@@ -432,10 +448,10 @@ class _WriteIterator(DatasetIterator):
             self._finish_part()
         manifest = {"format": _FORMAT, "fingerprint": self._ds.fingerprint,
                     "parts": self._parts, "count": sum(p["count"] for p in self._parts)}
-        replace_file(os.path.join(self._staging, _MANIFEST),
+        replace_file(os.path.join(self._staging_dir(), _MANIFEST),
                      json.dumps(manifest, indent=1).encode())
         final = self._ds.directory
-        staging, self._staging = self._staging, None
+        staging, self._staging = self._staging_dir(), None
         try:
             os.rename(staging, final)
         except OSError:  # another writer finished first: keep its cache
@@ -511,7 +527,7 @@ class _WriteIterator(DatasetIterator):
                 src = os.path.join(old, p["name"])
                 if os.path.getsize(src) != p["bytes"]:
                     return False
-                shutil.copyfile(src, os.path.join(self._staging, p["name"]))
+                shutil.copyfile(src, os.path.join(self._staging_dir(), p["name"]))
             in_part, nbytes = int(state["in_part"]), int(state["bytes"])
             self._parts, self._part = parts, len(parts)
             self._in_part, self._bytes = in_part, nbytes
@@ -525,7 +541,7 @@ class _WriteIterator(DatasetIterator):
                 finally:
                     reader.close()
                 self._writer = TFRecordWriter(
-                    os.path.join(self._staging, self._part_name(self._part)))
+                    os.path.join(self._staging_dir(), self._part_name(self._part)))
                 for record in head:
                     self._writer.write(record)
             return True

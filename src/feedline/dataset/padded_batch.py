@@ -115,7 +115,7 @@ def _pad_component(path: str, values: list[Any], shape: Any, fill: Any) -> np.nd
             f"field {_label(path)}: padding value {fill!r} does not fit dtype {dtype}"
         ) from exc
     for k, a in enumerate(arrays):
-        out[(k, *(slice(0, s) for s in a.shape))] = a
+        out[(k, *(slice(0, s) for s in a.shape))] = a  # type: ignore[index]
     return out
 
 

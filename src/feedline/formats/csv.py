@@ -416,7 +416,7 @@ class CSVReader(DatasetIterator[Any]):
         )
         self.skip_header_lines = non_negative_int("skip_header_lines", skip_header_lines)
         self._rows: list[tuple] = []
-        self._row_states: list[tuple[int, int]] = []
+        self._row_states: list[tuple[int, int, int, int]] = []
         self._j = 0
         self._skipped = 0
 
@@ -514,7 +514,7 @@ class CSVReader(DatasetIterator[Any]):
 
         return _decode(recs, self._cols, self._delim, self._quote, self._na, self._select, locate)
 
-    def _chunk(self, n: int) -> tuple[list[np.ndarray], list[tuple[int, int, int]]] | None:
+    def _chunk(self, n: int) -> tuple[list[np.ndarray], list[tuple[int, int, int, int]]] | None:
         """Decode up to ``n`` records; returns the columns and, for each record kept,
         ``(offset, line, skipped, first line)``: the state just after it and the 1-based
         line where it starts.
@@ -527,7 +527,7 @@ class CSVReader(DatasetIterator[Any]):
         self._read_header()
         recs: list[bytes] = []
         where: list[tuple[int, int]] = []
-        after: list[tuple[int, int, int]] = []  # offset, line, number of skips before
+        after: list[tuple[int, int, int, int]] = []  # offset, line, skips before, first line
         while len(recs) < n:
             position = (self._lines.tell(), self._lines.line_number)
             try:
@@ -554,7 +554,10 @@ class CSVReader(DatasetIterator[Any]):
         bad = 0
         for k in range(len(recs)):
             if k in problems:
-                report(problems[k], self.on_error, stacklevel=4)
+                if self.on_error != "skip":
+                    cls, message = problems[k]
+                    report(cls(message, path=self.path, line=where[k][0], offset=where[k][1]),
+                           self.on_error, stacklevel=4)
                 self._skipped += 1
                 bad += 1
                 continue
@@ -580,13 +583,14 @@ class CSVReader(DatasetIterator[Any]):
                     after[j] = (offset, line, skips + 1, start)
 
     def _find_bad(self, recs: list[bytes], where: list[tuple[int, int]]) -> dict:
-        """The first error of each record of ``recs`` that does not decode, by index,
-        found field by field in Python (cheap next to decoding records one by one)."""
-        problems: dict[int, DataError] = {}
+        """The first error (class and message) of each record of ``recs`` that does not
+        decode, by index, found field by field in Python (cheap next to decoding records
+        one by one)."""
+        problems: dict[int, tuple[type, str]] = {}  # the error is built only to be shown
 
         def fail(k: int, cls: type, message: str) -> None:
             if k not in problems:
-                problems[k] = cls(message, path=self.path, line=where[k][0], offset=where[k][1])
+                problems[k] = (cls, message)
 
         want = len(self._cols) if self._select is None else self._select[-1] + 1
         rows: list[tuple[int, list[bytes]]] = []
