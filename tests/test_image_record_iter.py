@@ -343,8 +343,8 @@ def test_argument_validation(packed, tmp_path):
         make(packed, dtype="uint8", mean_r=1.0)
     with pytest.raises(ValueError, match=r"`inter_method` must be one of \[0, 1, 2, 3, 4\], got 9"):
         make(packed, inter_method=9)
-    with pytest.raises(ValueError, match=r"`dtype` must be one of 'float32', 'uint8', got 'int8'"):
-        make(packed, dtype="int8")
+    with pytest.raises(ValueError, match=r"`dtype` must be one of 'float32', 'uint8', 'int8', got 'float16'"):
+        make(packed, dtype="float16")
     with pytest.raises(FileNotFoundError, match=r"index '.*nope\.idx' for .* does not exist; leave "):
         ImageRecordIter(path_imgrec=packed[0], path_imgidx=str(tmp_path / "nope.idx"),
                         data_shape=(3, 8, 8), batch_size=1)
