@@ -3,18 +3,24 @@
 ``ImageRecordIter(path_imgrec=..., data_shape=(3, 224, 224), batch_size=...)`` reads
 image records packed by ``feedline pack`` or MXNet's ``im2rec`` (RecordIO ``.rec`` +
 ``.idx``) — or TFRecord shards of ``tf.train.Example`` with ``image/encoded`` and
-``image/class/label`` — and yields ``(data, label)`` batches: ``data`` is
-``(batch_size, C, H, W)`` ``float32`` (normalised) or ``uint8``; ``label`` is
-``(batch_size,)`` ``float32`` (``(batch_size, label_width)`` when ``label_width > 1``);
-numpy arrays, or torch tensors with ``output="torch"``.
+``image/class/label`` — and yields batches: ``data`` is ``(batch_size, C, H, W)``
+``float32`` (normalised), ``uint8`` or ``int8``; ``label`` is ``(batch_size,)``
+``float32`` (``(batch_size, label_width)`` when ``label_width > 1``); numpy arrays, or
+torch tensors with ``output="torch"``. Each batch is a :class:`feedline.mxnet.DataBatch`
+— ``batch.data[0]``, ``batch.label[0]``, ``batch.pad``, ``batch.index`` as in MXNet —
+that also unpacks as ``data, label = batch``; the iterator has MXNet's ``reset()``,
+``next()``, ``iter_next()``, ``getdata()``, ``getlabel()``, ``getpad()``,
+``getindex()``, ``provide_data`` and ``provide_label`` (:class:`~feedline.mxnet.DataDesc`
+named ``data_name`` / ``label_name``, default ``"data"`` / ``"softmax_label"``).
 
 It takes MXNet's parameter names; the pipeline it builds is an ordinary
 :class:`feedline.Dataset` (``it.dataset``)::
 
     records of this part (random access, file order)
       -> global_shuffle(seed)                    if shuffle
-      -> round up to whole batches                if round_batch
+      -> round_up(batch_size)                     if round_batch (feedline.dataset.round_up)
       -> group(batch_size)                        random access: item k = records of batch k
+                                                  (feedline.dataset.group)
       -> map(decode + augment a batch, workers=preprocess_threads, backend=backend)
       -> map(normalise the batch to float32)      process backend, float32 output
       -> prefetch(prefetch_buffer)
@@ -51,8 +57,12 @@ Semantics, field by field:
   min((r + 1) * step, n))`` in file order (trailing parts may be empty). The parts are
   disjoint and together read every record exactly once.
 * **batch**: ``round_batch=True`` (MXNet's default) completes the last batch of an epoch
-  with the first records of that epoch (``it.pad`` tells how many rows are such
-  repeats; 0 for every other batch); ``round_batch=False`` yields a smaller last batch.
+  with the first records of that epoch, and its ``pad`` (``batch.pad``, ``it.pad``,
+  ``it.getpad()``) is the number of such repeats, as in MXNet; every other batch has
+  ``pad == 0``. ``round_batch=False`` yields a smaller last batch with ``pad == 0`` —
+  MXNet 1.9.1 also reports ``pad == 0`` there, but returns a full-size array whose
+  trailing rows are left over from the previous batch; feedline returns only the real
+  rows. ``batch.index`` holds the global record positions of the rows (``int64``).
 * **labels**: from each record's header (``label_width`` of them), or, with
   ``path_imglist``, from an MXNet ``.lst`` file, looked up by the record's image index
   (its header id; RecordIO only); a record whose index the list lacks raises.
@@ -79,16 +89,33 @@ Semantics, field by field:
 * **backend**: ``preprocess_threads`` workers decode and augment (``0``: in the
   consuming thread), threads or processes as ``backend`` says (``"auto"``, ``"thread"``
   or ``"process"``, a feedline addition), ``prefetch_buffer`` batches are prepared ahead, ``dtype``
-  ``"float32"`` or ``"uint8"`` (no normalisation).
+  ``"float32"``, ``"uint8"`` (no normalisation) or ``"int8"`` (MXNet's: the pixel minus
+  the mean — ``mean_r/g/b`` or ``mean_img`` — rounded to nearest, ties to even, and
+  saturated to ``[-128, 127]``; ``std_*`` and ``scale`` are not applied, as in MXNet).
+* **ctx**: MXNet's ``"cpu"``, ``"gpu"``, ``"gpu(N)"`` (or ``"cuda:N"``, a
+  ``torch.device``). A GPU ``ctx`` gives torch tensors on that device (``output``
+  defaults to ``"torch"`` then; ``output="numpy"`` with a GPU raises); no CUDA device
+  raises ``ValueError`` at construction. ``"cpu"`` changes nothing.
+* **errors**: ``on_error="raise"`` (default): an undecodable image raises
+  :class:`~feedline.exceptions.DecodeError` naming file and record. ``on_error="skip"``
+  (MXNet's behaviour): the image is replaced by the next record of the part in file
+  order, so batches stay full and every rank keeps the same batch count; the first
+  10 skips are logged (``logging``, file and record), all are counted in
+  ``it.skipped`` / ``it.stats()``, and ``max_skips=N`` raises ``DecodeError`` once more
+  than ``N`` images were skipped.
 * **resume**: ``it.get_state()`` / ``it.set_state(state)`` (or ``state=`` in the
   constructor) continue with exactly the batches the uninterrupted iterator would have
   produced next.
 
-Deviations from MXNet, on purpose: ``verbose`` defaults to ``False``; a computed
+Deviations from MXNet, on purpose: ``verbose`` defaults to ``False`` and logs at INFO
+(logger ``feedline.image.record_iter``) instead of printing; a computed
 ``mean_img`` covers all records of all parts (MXNet's covers its own part) through the
 deterministic steps only, so every rank gets the same one; a
 corrupt image raises :class:`~feedline.exceptions.DecodeError` naming the file and
-record instead of being logged and skipped.
+record unless ``on_error="skip"``; every epoch starts at its first record (MXNet 1.9.1
+with ``round_batch`` starts the epoch after a padded one behind the records it used as
+padding, so that epoch is shorter), so all epochs have ``len(it)`` batches and resume
+is exact.
 
 >>> import os, tempfile, numpy as np
 >>> from feedline.image.pack import pack_images
@@ -104,6 +131,13 @@ record instead of being logged and skipped.
 ...                      preprocess_threads=0, rand_crop=True, rand_mirror=True)
 >>> [(data.shape, label.tolist(), it.pad) for data, label in it]
 [((4, 3, 32, 32), [0.0, 0.0, 0.0, 1.0], 0), ((4, 3, 32, 32), [1.0, 1.0, 0.0, 0.0], 2)]
+>>> it.reset(); batches = []
+>>> while it.iter_next():
+...     batches.append((it.getlabel()[0].tolist(), it.getpad(), it.getindex().tolist()))
+>>> batches
+[([0.0, 0.0, 0.0, 1.0], 0, [0, 1, 2, 3]), ([1.0, 1.0, 0.0, 0.0], 2, [4, 5, 0, 1])]
+>>> it.provide_data
+[DataDesc(name='data', shape=(4, 3, 32, 32), dtype=dtype('float32'), layout='NCHW')]
 """
 
 from __future__ import annotations
@@ -198,8 +232,9 @@ class _Positioned(RandomAccessDataset):
 
 
 class _BatchDecoder:
-    """Turn a list of ``(epoch, position, record)`` into one ``(data, label, skipped)``
-    batch: each image decoded and augmented straight into its row of ``data``.
+    """Turn a list of ``(epoch, position, record)`` into one ``(data, label, index,
+    skipped)`` batch: each image decoded and augmented straight into its row of ``data``,
+    ``index`` the record position each row came from.
 
     With ``on_error="skip"`` a record that cannot be split, decoded or augmented is
     replaced by the next record of the part in file order (wrapping; the replacement is
@@ -303,8 +338,9 @@ class _BatchDecoder:
             ) from exc
         return labels
 
-    def __call__(self, records: list) -> tuple[np.ndarray, np.ndarray, tuple]:
+    def __call__(self, records: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
         n = len(records)
+        index = np.empty(n, dtype=np.int64)
         data = self._data(n)
         if self.label_width == 1:
             label = np.empty(n, dtype=np.float32)
@@ -312,19 +348,19 @@ class _BatchDecoder:
             label = np.empty((n, self.label_width), dtype=np.float32)
         skipped: list[tuple[str, int, str]] = []
         for i, (epoch, position, record) in enumerate(records):
-            labels = self._row(epoch, position, record, data[i], skipped)
+            labels, index[i] = self._row(epoch, position, record, data[i], skipped)
             label[i] = labels if self.label_width > 1 else labels[0]
-        return data, label, tuple(skipped)
+        return data, label, index, tuple(skipped)
 
     def _row(self, epoch: int, position: int, record: bytes, out: np.ndarray,
-             skipped: list) -> np.ndarray:
+             skipped: list) -> tuple[np.ndarray, int]:
         if self.on_error == "raise":
-            return self._one(epoch, position, record, out)
+            return self._one(epoch, position, record, out), position
         begin, end = self.part
         limit = end - begin if self.max_skips is None else min(end - begin, self.max_skips + 1)
         for _attempt in range(limit):
             try:
-                return self._one(epoch, position, record, out)
+                return self._one(epoch, position, record, out), position
             except DecodeError as exc:
                 skipped.append((*self.files.locate(position), str(exc)))
                 position = begin + (position - begin + 1) % (end - begin)
@@ -337,7 +373,7 @@ class _BatchDecoder:
 
 
 class _NormalizeBatch:
-    """``(uint8 data, label, skipped)`` -> ``(normalised data, label, skipped)`` for a
+    """``(uint8 data, label, index, skipped)`` -> ``(normalised data, ...)`` for a
     whole batch: float32, or for ``int8`` the difference rounded (ties to even) and
     saturated to ``[-128, 127]``."""
 
@@ -346,11 +382,11 @@ class _NormalizeBatch:
         self.dtype = dtype
 
     def __call__(self, batch: tuple) -> tuple:
-        data, label, skipped = batch
+        data, label, index, skipped = batch
         out = self.normalize.batch_chw(data)
         if self.dtype == "int8":
             out = np.clip(np.rint(out, out=out), -128, 127, out=out).astype(np.int8)
-        return out, label, skipped
+        return out, label, index, skipped
 
 
 def _decode(payload: bytes, mode: str, hints: dict, name: str, position: int) -> np.ndarray:
@@ -749,7 +785,7 @@ class ImageRecordIter(DataIter, Closeable):
         total = np.zeros(self.data_shape, dtype=np.float64)
         with groups.map(decoder, workers=self._preprocess_threads, backend="thread",
                         name="mean_img").iterator() as it:
-            for data, _label, _skipped in it:
+            for data, *_rest in it:
                 total += data.sum(axis=0, dtype=np.float64)
         return (total / len(files)).astype(np.float32)
 
@@ -769,7 +805,7 @@ class ImageRecordIter(DataIter, Closeable):
             self._done = False
             self._served = 0
         try:
-            data, label, skipped = next(self._it)
+            data, label, index, skipped = next(self._it)
         except StopIteration:
             self._done = True
             raise
@@ -785,7 +821,7 @@ class ImageRecordIter(DataIter, Closeable):
             if self.device is not None and self.device.type != "cpu":
                 data = data.to(self.device, non_blocking=True)
                 label = label.to(self.device, non_blocking=True)
-        return DataBatch([data], [label], pad=pad, provide_data=self.provide_data,
+        return DataBatch([data], [label], pad=pad, index=index, provide_data=self.provide_data,
                          provide_label=self.provide_label)
 
     def next(self) -> DataBatch:
