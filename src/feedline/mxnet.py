@@ -300,6 +300,8 @@ class DataIter:
         if self._ahead is not None:
             raise RuntimeError("get_state() after provide_data/provide_label read ahead: "
                                "take the state before, or after the first batch")
+        if not hasattr(self._source, "iterator"):
+            raise TypeError("get_state/set_state need a feedline Dataset source")
         if self._it is None:
             self._it = self._open()
         return {"type": "data_iter", "pipeline": self._it.get_state()}
