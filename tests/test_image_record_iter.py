@@ -422,3 +422,178 @@ def test_thread_and_process_backends_give_identical_batches(packed, dtype, leak_
     for (d1, l1), (d2, l2) in zip(batches["thread"], batches["process"]):
         assert d1.dtype == np.dtype(dtype) and np.array_equal(d1, d2) and np.array_equal(l1, l2)
     leak_check.assert_clean()
+
+
+# ---------------------------------------------------------------- MXNet DataIter API (issue 16)
+def _png(value: int, green: int = 7, size: int = 8) -> bytes:
+    import io
+
+    from PIL import Image
+
+    img = np.full((size, size, 3), value, np.uint8)
+    img[..., 1] = green
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _write_rec(path, payloads: list[bytes], labels: list[float] | None = None) -> str:
+    """A .rec/.idx of image records: record i has label i (or labels[i]) and id i; a
+    payload that is not an image is stored as it is (a broken record)."""
+    rec, idx = str(path) + ".rec", str(path) + ".idx"
+    with recordio.IndexedRecordIO(idx, rec, "w") as w:
+        for i, payload in enumerate(payloads):
+            label = float(i) if labels is None else labels[i]
+            w.write_idx(i, recordio.pack(recordio.IRHeader(0, label, i, 0), payload))
+    return rec
+
+
+def test_batches_are_mxnet_databatches_that_unpack_as_pairs(packed):
+    from feedline.mxnet import DataBatch, DataDesc
+
+    it = make(packed, batch_size=10, data_name="img", label_name="lbl")
+    assert it.provide_data == [DataDesc("img", (10, 3, 32, 32), np.dtype("float32"), "NCHW")]
+    assert it.provide_label == [DataDesc("lbl", (10,), np.dtype("float32"), "NCHW")]
+    got = []
+    while it.iter_next():
+        batch = it.current
+        assert isinstance(batch, DataBatch) and batch.data[0] is it.getdata()[0]
+        data, label = batch
+        assert data is batch.data[0] and label is batch.label[0]
+        assert batch.provide_data == it.provide_data
+        got.append((it.getlabel()[0].tolist(), it.getpad(), it.getindex().tolist()))
+    assert [pad for _, pad, _ in got] == [0, 0, 7]
+    assert got[2][0] == [20.0, 21.0, 22.0, *map(float, range(7))]
+    assert got[2][2] == [20, 21, 22, *range(7)]  # record positions, repeats included
+    assert [label for label, _, _ in got][0] == [float(i) for i in got[0][2]]
+    it.close()
+
+
+def test_int8_follows_mxnet_mean_only_rounded_and_saturated(tmp_path):
+    rec = _write_rec(tmp_path / "px", [_png(v) for v in (0, 100, 200, 255)])
+    kw = dict(path_imgrec=rec, data_shape=(3, 8, 8), batch_size=4, preprocess_threads=0)
+    with ImageRecordIter(dtype="int8", mean_r=5, mean_g=0.5, std_r=2, scale=0.5, **kw) as it:
+        data = next(it).data[0]
+        assert data.dtype == np.int8 and it.provide_data[0].dtype == np.dtype("int8")
+        assert data[:, 0, 0, 0].tolist() == [-5, 95, 127, 127]  # std and scale not applied
+        assert data[:, 1, 0, 0].tolist() == [6, 6, 6, 6]  # 7 - 0.5 = 6.5 -> 6 (ties to even)
+        assert data[:, 2, 0, 0].tolist() == [0, 100, 127, 127]
+    with ImageRecordIter(dtype="int8", mean_r=300, **kw) as it:
+        assert next(it).data[0][:, 0, 0, 0].tolist() == [-128, -128, -100, -45]
+    mean_img = np.full((3, 8, 8), 50.0, np.float32)
+    with ImageRecordIter(dtype="int8", mean_img=mean_img, **kw) as it:
+        assert next(it).data[0][:, 0, 0, 0].tolist() == [-50, 50, 127, 127]
+    with ImageRecordIter(dtype="int8", preprocess_threads=2, backend="thread", mean_r=5,
+                         **{k: v for k, v in kw.items() if k != "preprocess_threads"}) as it:
+        assert next(it).data[0][:, 0, 0, 0].tolist() == [-5, 95, 127, 127]
+
+
+def test_ctx_cpu_and_gpu_mapping(packed, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from feedline.image.record_iter import ImageRecordIterConfig
+
+    with make(packed, ctx="cpu") as it:
+        assert it.output == "numpy" and isinstance(next(it).data[0], np.ndarray)
+    with make(packed, ctx="cpu", output="torch") as it:
+        data = next(it).data[0]
+        assert isinstance(data, torch.Tensor) and data.device == torch.device("cpu")
+    rec, idx, _ = packed
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"`ctx='gpu'` names a GPU but torch sees no CUDA device"):
+            make(packed, ctx="gpu")
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    cfg = ImageRecordIterConfig(path_imgrec=rec, data_shape=(3, 8, 8), batch_size=2, ctx="gpu(1)")
+    cfg.validate()
+    assert cfg.device == torch.device("cuda", 1) and cfg.output == "torch"
+    with pytest.raises(ValueError, match=r"`ctx='gpu'` gives torch tensors on that device: leave"):
+        make(packed, ctx="gpu", output="numpy")
+    with pytest.raises(ValueError, match=r"`ctx` must be 'cpu', 'gpu', 'gpu\(N\)' or 'cuda:N', got 'tpu'"):
+        make(packed, ctx="tpu")
+    with pytest.raises(TypeError, match=r"ImageRecordIter: got an unexpected keyword argument 'colour'"):
+        make(packed, colour=True)
+
+
+# ---------------------------------------------------------------- on_error="skip" (issue 15)
+def test_header_errors_name_file_and_record(tmp_path):
+    """Issue 17 item 9: a record shorter than an IRHeader, and a header announcing more
+    labels than the record holds, name the file and the record; on_error="skip" skips them."""
+    import struct
+
+    short = _write_rec(tmp_path / "short", [_png(10), _png(20)])
+    rec, idx = str(tmp_path / "flag.rec"), str(tmp_path / "flag.idx")
+    with recordio.IndexedRecordIO(idx, rec, "w") as w:
+        w.write_idx(0, recordio.pack(recordio.IRHeader(0, 0.0, 0, 0), _png(10)))
+        w.write_idx(1, struct.pack("<IfQQ", 5, 0.0, 1, 0) + b"\x00" * 8)  # 5 labels, 2 there
+    with recordio.IndexedRecordIO(str(tmp_path / "s.idx"), str(tmp_path / "s.rec"), "w") as w:
+        w.write_idx(0, recordio.pack(recordio.IRHeader(0, 0.0, 0, 0), _png(10)))
+        w.write_idx(1, b"short")
+    kw = dict(data_shape=(3, 8, 8), batch_size=2, preprocess_threads=0)
+    with ImageRecordIter(path_imgrec=str(tmp_path / "s.rec"), **kw) as it, pytest.raises(
+            DecodeError, match=r"s\.rec: record 1: bad image record header: an IRHeader needs 24 bytes"):
+        next(it)
+    with ImageRecordIter(path_imgrec=rec, **kw) as it, pytest.raises(
+            DecodeError, match=r"flag\.rec: record 1: bad image record header: IRHeader flag 5 announces"):
+        next(it)
+    with ImageRecordIter(path_imgrec=rec, on_error="skip", **kw) as it:
+        assert next(it).label[0].tolist() == [0.0, 0.0] and it.skipped == 1
+    assert short  # the well-formed file reads
+    with ImageRecordIter(path_imgrec=short, **kw) as it:
+        assert next(it).label[0].tolist() == [0.0, 1.0]
+
+
+def test_skip_replaces_undecodable_images_counts_logs_and_caps(tmp_path, caplog):
+    payloads = [_png(10 * i) for i in range(10)]
+    payloads[1] = b"not an image"
+    payloads[4] = _png(40)[:30]
+    rec = _write_rec(tmp_path / "bad", payloads)
+    kw = dict(path_imgrec=rec, data_shape=(3, 8, 8), batch_size=4, preprocess_threads=0,
+              dtype="uint8")
+    with pytest.raises(DecodeError, match=r"bad\.rec: record 1: cannot decode image"):
+        next(ImageRecordIter(**kw))
+    caplog.set_level("WARNING", logger="feedline.image.record_iter")
+    with ImageRecordIter(on_error="skip", **kw) as it:
+        batches = list(it)
+        assert [b.label[0].tolist() for b in batches] == [[0, 2, 2, 3], [5, 5, 6, 7], [8, 9, 0, 2]]
+        assert [b.index.tolist() for b in batches] == [[0, 2, 2, 3], [5, 5, 6, 7], [8, 9, 0, 2]]
+        assert [b.pad for b in batches] == [0, 0, 2]
+        assert it.skipped == 3  # record 1 twice (once as round_batch padding), record 4 once
+        assert it.stats()["skipped_records"] == [(rec, 1), (rec, 4), (rec, 1)]
+        assert np.array_equal(batches[0].data[0][1], batches[0].data[0][2])
+    assert "skipped " + rec + ": record 1:" in caplog.text and "record 4:" in caplog.text
+    with ImageRecordIter(on_error="skip", max_skips=2, **kw) as it, pytest.raises(
+            DecodeError, match=r"3 undecodable images skipped, more than `max_skips` \(2\)"):
+        list(it)
+    with pytest.raises(ValueError, match=r"`max_skips` needs `on_error='skip'`"):
+        ImageRecordIter(max_skips=3, **kw)
+    with pytest.raises(ValueError, match=r"`on_error` must be one of 'raise', 'skip', got 'warn'"):
+        ImageRecordIter(on_error="warn", **kw)
+    all_bad = _write_rec(tmp_path / "allbad", [b"x"] * 3)
+    with pytest.raises(DecodeError, match=r"allbad\.rec: record 2: 3 record\(s\) in a row could not be decoded"):
+        next(ImageRecordIter(on_error="skip", **{**kw, "path_imgrec": all_bad}))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_skip_keeps_rank_batch_counts_equal_and_resumes(tmp_path, workers):
+    payloads = [_png(5 * i) for i in range(11)]
+    for bad in (2, 3, 9):
+        payloads[bad] = b"broken"
+    rec = _write_rec(tmp_path / "ranks", payloads)
+    kw = dict(path_imgrec=rec, data_shape=(3, 8, 8), batch_size=2, preprocess_threads=workers,
+              dtype="uint8", on_error="skip", shuffle=True, seed=4, num_parts=2)
+    counts, seen = [], set()
+    for rank in range(2):
+        with ImageRecordIter(part_index=rank, **kw) as it:
+            batches = list(it)
+            counts.append(len(batches))
+            assert all(len(b.label[0]) == 2 for b in batches)
+            seen |= {int(v) for b in batches for v in b.label[0]}
+    assert counts == [3, 3] and seen == set(range(11)) - {2, 3, 9}
+    with ImageRecordIter(part_index=0, **kw) as it:
+        full = [b.label[0].tolist() for b in it]
+    for k in range(len(full)):
+        with ImageRecordIter(part_index=0, **kw) as it:
+            head = [it.next().label[0].tolist() for _ in range(k)]
+            state = json.loads(json.dumps(it.get_state()))
+        with ImageRecordIter(part_index=0, state=state, **kw) as again:
+            assert head + [b.label[0].tolist() for b in again] == full
+            assert again.skipped == 3  # 2 (and 3 in its place), 3: whatever the position
