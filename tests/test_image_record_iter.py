@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import pathlib
+import subprocess
+import types
 
 import numpy as np
 import pytest
@@ -21,6 +25,7 @@ from feedline.image.pack import pack_images  # noqa: E402
 from feedline.image.record_iter import ImageRecordIter, part_range  # noqa: E402
 
 N = 23  # records; not a multiple of the batch sizes used
+PEERS = pathlib.Path(os.environ.get("FEEDLINE_PEERS") or pathlib.Path(__file__).resolve().parents[2] / "peers")
 HAS_PARALLEL_MAP = importlib.util.find_spec("feedline.dataset.parallel_map") is not None
 
 
@@ -597,3 +602,158 @@ def test_skip_keeps_rank_batch_counts_equal_and_resumes(tmp_path, workers):
         with ImageRecordIter(part_index=0, state=state, **kw) as again:
             assert head + [b.label[0].tolist() for b in again] == full
             assert again.skipped == 3  # 2 (and 3 in its place), 3: whatever the position
+
+
+# ---------------------------------------------------------------- the seed's code, MXNet's loop
+SEED_BLOCK = """
+dataiter = mx.io.ImageRecordIter(
+    # Dataset Parameter, indicating the data file, please check the data is already there
+    path_imgrec="data/cifar/train.rec",
+    # Dataset Parameter, indicating the image size after preprocessing
+    data_shape=(3,28,28),
+    # Batch Parameter, tells how many images in a batch
+    batch_size=100,
+    # Augmentation Parameter, when offers mean_img, each image will subtract the mean value at each pixel
+    mean_img="data/cifar/cifar10_mean.bin",
+    # Augmentation Parameter, randomly crop a patch of the data_shape from the original image
+    rand_crop=True,
+    # Augmentation Parameter, randomly mirror the image horizontally
+    rand_mirror=True,
+    # Augmentation Parameter, randomly shuffle the data
+    shuffle=False,
+    # Backend Parameter, preprocessing thread number
+    preprocess_threads=4,
+    # Backend Parameter, prefetch buffer size
+    prefetch_buffer=1,
+    # Optional, the device context which data loader optimized for, could be 'gpu' or 'cpu'
+    ctx="gpu",
+    # The out data type, could be 'float32' 'int8' or 'uint8'
+    dtype="float32")
+"""
+
+
+def test_seed_mxnet_image_record_iter_block_runs(tmp_path, monkeypatch):
+    """The seed's code block, MXNet "Efficient Data Loaders", section "MXNet IO Python
+    Interface" (the Cifar data iterator), run as written with the documented
+    substitutions only: ``mx`` is a namespace whose ``io`` is :mod:`feedline.image`, the
+    working directory holds ``data/cifar/train.rec`` (120 CIFAR-sized 32x32 images packed
+    by ``feedline pack``), and ``ctx="gpu"`` becomes ``ctx="cpu"`` on a machine without
+    CUDA. ``cifar10_mean.bin`` does not exist, so it is computed and saved in MXNet's
+    format, as MXNet does."""
+    import feedline.image
+    from feedline import ndarray_file
+
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "images"
+    for c in range(3):
+        (folder / f"class{c}").mkdir(parents=True)
+        for k in range(40):
+            img = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+            (folder / f"class{c}" / f"{k}.jpg").write_bytes(simplejpeg.encode_jpeg(img, quality=90))
+    pack_images(folder, tmp_path / "data" / "cifar" / "train")
+    monkeypatch.chdir(tmp_path)
+    code = SEED_BLOCK
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        code = code.replace('ctx="gpu"', 'ctx="cpu"')
+    scope = {"mx": types.SimpleNamespace(io=feedline.image)}
+    exec(compile(code, "seed_block", "exec"), scope)
+    dataiter = scope["dataiter"]
+    batches = [(np.asarray(d.cpu() if hasattr(d, "cpu") else d), np.asarray(lab.cpu() if hasattr(lab, "cpu") else lab))
+               for d, lab in dataiter]
+    assert [d.shape for d, _ in batches] == [(100, 3, 28, 28), (100, 3, 28, 28)]
+    assert dataiter.pad == 80 and batches[0][0].dtype == np.float32
+    labels = np.concatenate([lab for _, lab in batches])[:120]
+    assert sorted(labels.tolist()) == sorted([float(c) for c in range(3) for _ in range(40)])
+    mean = ndarray_file.load("data/cifar/cifar10_mean.bin")["mean_img"]
+    assert mean.shape == (3, 28, 28) and 100 < float(mean.mean()) < 155
+    assert abs(float(batches[0][0].mean())) < 10  # the mean image was subtracted
+    dataiter.close()
+
+
+TRAIN_LOOP = """
+def train(it, step, epochs):
+    log = []
+    for epoch in range(epochs):  # as Module.fit: reset() after each epoch
+        for batch in it:
+            real = batch.data[0].shape[0] - batch.pad
+            log.append((epoch, batch.pad, step(batch.data[0], batch.label[0], real)))
+        it.reset()
+    return log
+"""
+
+MXNET_SIDE = """
+import json, sys
+import mxnet as mx
+exec(sys.argv[2])
+step = lambda data, label, real: (label.asnumpy()[:real].tolist(),
+                                  data.asnumpy()[:real].mean(axis=(2, 3)).round(4).tolist())
+out = {}
+it = mx.io.ImageRecordIter(path_imgrec=sys.argv[1], data_shape=(3, 8, 8), batch_size=4,
+                           preprocess_threads=1)
+out["loop"] = train(it, step, 1)
+out["provide"] = [[d.name, list(d.shape), str(d.dtype.__name__)] for d in it.provide_data + it.provide_label]
+for dtype, kw in (("int8", dict(mean_r=30, mean_g=-20.0)), ("float32", dict(mean_r=30, std_g=2, scale=0.5))):
+    it = mx.io.ImageRecordIter(path_imgrec=sys.argv[1], data_shape=(3, 8, 8), batch_size=4,
+                               preprocess_threads=1, dtype=dtype, **kw)
+    out[dtype] = it.next().data[0].asnumpy().astype("float64").tolist()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture
+def exact_images(tmp_path):
+    """10 lossless 8x8 PNG records (random colours), label i, for exact comparisons."""
+    import io
+
+    from PIL import Image
+
+    rng = np.random.default_rng(5)
+    payloads = []
+    for _ in range(10):
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)).save(buf, format="PNG")
+        payloads.append(buf.getvalue())
+    return _write_rec(tmp_path / "exact", payloads)
+
+
+def _feedline_loop(rec):
+    scope: dict = {}
+    exec(TRAIN_LOOP, scope)
+
+    def step(data, label, real):
+        return label[:real].tolist(), data[:real].mean(axis=(2, 3)).round(4).tolist()
+
+    with ImageRecordIter(path_imgrec=rec, data_shape=(3, 8, 8), batch_size=4,
+                         preprocess_threads=1) as it:
+        return scope["train"](it, step, 2), it
+
+
+def test_mxnet_style_training_loop_runs_unchanged(exact_images):
+    log, it = _feedline_loop(exact_images)
+    epoch0 = [entry for entry in log if entry[0] == 0]
+    assert [pad for _, pad, _ in epoch0] == [0, 0, 2]
+    assert [v for _, _, (labels, _) in epoch0 for v in labels] == [float(i) for i in range(10)]
+    assert [entry[1:] for entry in log if entry[0] == 1] == [entry[1:] for entry in epoch0]
+
+
+@pytest.mark.slow
+def test_training_loop_and_batches_match_mxnet(exact_images):
+    """The same loop over MXNet 1.9.1's ImageRecordIter (peer environment) sees the same
+    rows, pads, labels, pixel means, DataDesc, and the same int8 / float32 batches."""
+    python = PEERS / "mxnet" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"mxnet peer environment not found at {python}")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = subprocess.run([str(python), "-c", MXNET_SIDE, exact_images, TRAIN_LOOP],
+                          capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    ours, it = _feedline_loop(exact_images)
+    assert json.loads(json.dumps([e for e in ours if e[0] == 0])) == theirs["loop"]
+    assert theirs["provide"] == [[d.name, list(d.shape), d.dtype.name] for d in it.provide_data + it.provide_label]
+    for dtype, kw in (("int8", dict(mean_r=30, mean_g=-20.0)), ("float32", dict(mean_r=30, std_g=2, scale=0.5))):
+        with ImageRecordIter(path_imgrec=exact_images, data_shape=(3, 8, 8), batch_size=4,
+                             preprocess_threads=0, dtype=dtype, **kw) as mine:
+            np.testing.assert_allclose(next(mine).data[0].astype(np.float64),
+                                       np.array(theirs[dtype]), rtol=0, atol=1e-4)
