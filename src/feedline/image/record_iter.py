@@ -262,8 +262,10 @@ class _BatchDecoder:
         labels: dict[int, np.ndarray] | None = None,
         on_error: str = "raise",
         max_skips: int | None = None,
+        post: _NormalizeBatch | None = None,
     ) -> None:
         self.format = fmt
+        self.post = post
         self.labels = labels
         self.data_shape = data_shape
         self.label_width = label_width
@@ -350,6 +352,8 @@ class _BatchDecoder:
         for i, (epoch, position, record) in enumerate(records):
             labels, index[i] = self._row(epoch, position, record, data[i], skipped)
             label[i] = labels if self.label_width > 1 else labels[0]
+        if self.post is not None:
+            return self.post((data, label, index, tuple(skipped)))
         return data, label, index, tuple(skipped)
 
     def _row(self, epoch: int, position: int, record: bytes, out: np.ndarray,
@@ -575,11 +579,12 @@ class ImageRecordIter(DataIter, Closeable):
         self._served = 0
         self.skipped = 0
         self._skipped_records: list[tuple[str, int]] = []
-        logger.info("ImageRecordIter: %s (%s), part %d of %d: %d records, %d batches of %d; "
-                    "%d preprocess worker(s); augmenter %r, then %r", ";".join(self._files.paths),
-                    self.format, self.part_index, self.num_parts, self.num_records,
-                    self._batches_per_epoch, self.batch_size, cfg.preprocess_threads,
-                    self.augmenter, self.normalize)
+        logger.log(logging.INFO if cfg.verbose else logging.DEBUG,
+                   "ImageRecordIter: %s (%s), part %d of %d: %d records, %d batches of %d; "
+                   "%d preprocess worker(s); augmenter %r, then %r", ";".join(self._files.paths),
+                   self.format, self.part_index, self.num_parts, self.num_records,
+                   self._batches_per_epoch, self.batch_size, cfg.preprocess_threads,
+                   self.augmenter, self.normalize)
         if cfg.state is not None:
             self.set_state(cfg.state)
 
@@ -627,7 +632,9 @@ class ImageRecordIter(DataIter, Closeable):
         self._batches_per_epoch = batches
         # threads share memory: normalise inside the decode threads, fused with HWC -> CHW,
         # straight into the float32 batch; processes ship uint8 batches (a quarter of the
-        # bytes) and normalise once per batch in the prefetch thread
+        # bytes) and normalise once per batch in the prefetch thread; int8 (as small as
+        # uint8) is made in the workers
+        int8 = self.normalize is not None and self.dtype == "int8"
         fused = (self.normalize is not None and self.dtype == "float32"
                  and self.backend == "thread" and cfg.preprocess_threads)
         augment = self.augmenter
@@ -639,12 +646,13 @@ class ImageRecordIter(DataIter, Closeable):
             dtype="uint8" if self.normalize is not None and not fused else self.dtype,
             augmenter=augment, seed=self.seed, files=self._files, part=(begin, end),
             labels=self._labels, on_error=cfg.on_error, max_skips=cfg.max_skips,
+            post=_NormalizeBatch(self.normalize, "int8") if int8 else None,
         )
         self._max_skips = cfg.max_skips
         self._map = source.group(self.batch_size).map(
             decoder, workers=cfg.preprocess_threads, name="decode_augment", backend=self.backend)
         pipeline: Dataset = self._map
-        if self.normalize is not None and not fused:
+        if self.normalize is not None and not fused and not int8:
             pipeline = pipeline.map(_NormalizeBatch(self.normalize, self.dtype), name="normalize")
         return pipeline.prefetch(cfg.prefetch_buffer)
 

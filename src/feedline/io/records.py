@@ -148,9 +148,10 @@ class IndexedRecordFiles(RandomAccessDataset):
 
     def _release(self) -> None:
         for i, f in enumerate(self._files):
-            if i not in self._keep and hasattr(f, "close"):
-                f.close()
-                self._files[i] = None
+            if hasattr(f, "close"):
+                f.close()  # a scanned reader keeps its offsets and reopens on the next read
+                if i not in self._keep:
+                    self._files[i] = None
 
     def __getstate__(self) -> dict:  # reopen files in worker processes
         state = self.__dict__.copy()
