@@ -190,16 +190,18 @@ def list_images(
     if recursive:
         for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
             dirnames.sort()
+            reldir = os.path.relpath(dirpath, root)  # once per folder: relpath is slow
             for fname in sorted(filenames):
                 full = os.path.join(dirpath, fname)
                 if os.path.splitext(fname)[1].lower() in wanted and os.path.isfile(full):
                     label = folders.setdefault(dirpath, len(folders))
-                    items.append(ListItem(len(items), (float(label),), os.path.relpath(full, root)))
+                    rel = fname if reldir == os.curdir else os.path.join(reldir, fname)
+                    items.append(ListItem(len(items), (float(label),), rel))
     else:
         for fname in sorted(os.listdir(root)):
             full = os.path.join(root, fname)
             if os.path.splitext(fname)[1].lower() in wanted and os.path.isfile(full):
-                items.append(ListItem(len(items), (0.0,), os.path.relpath(full, root)))
+                items.append(ListItem(len(items), (0.0,), fname))
     categories = [(os.path.relpath(path, root), label) for path, label in folders.items()]
     return items, categories
 
