@@ -39,6 +39,7 @@ class GroupDataset(RandomAccessDataset):
         if not isinstance(parent, RandomAccessDataset):
             raise TypeError(f"group needs a random-access dataset (len + getitem), got {parent!r}")
         self._parents = (parent,)
+        self._parent = parent
         self._size = positive_int("size", size)
         self._n = len(parent)
         self._groups = -(-self._n // self._size)
@@ -54,7 +55,7 @@ class GroupDataset(RandomAccessDataset):
         if not self._groups:
             raise IndexError("group of an empty dataset has no items")
         epoch, k = divmod(index, self._groups)
-        parent = self._parents[0]
+        parent = self._parent
         base = epoch * self._n
         stop = min((k + 1) * self._size, self._n)
         return [parent._getitem(base + j) for j in range(k * self._size, stop)]

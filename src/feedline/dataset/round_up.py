@@ -43,6 +43,7 @@ class RoundUpDataset(RandomAccessDataset):
                 f"round_up needs a random-access dataset (len + getitem), got {parent!r}"
             )
         self._parents = (parent,)
+        self._parent = parent
         self._multiple = positive_int("multiple", multiple)
         self._n = len(parent)
         self._length = -(-self._n // self._multiple) * self._multiple
@@ -63,4 +64,4 @@ class RoundUpDataset(RandomAccessDataset):
         if not self._length:
             raise IndexError("round_up of an empty dataset has no items")
         epoch, k = divmod(index, self._length)
-        return self._parents[0]._getitem(epoch * self._n + k % self._n)
+        return self._parent._getitem(epoch * self._n + k % self._n)

@@ -555,6 +555,8 @@ class ImageRecordIter(DataIter, Closeable):
     the number of batches per epoch. Close it (or use ``with``) to stop the workers.
     """
 
+    batch_size: int  # always set (DataIter's is optional)
+
     def __init__(self, **options: Any) -> None:
         try:
             cfg = ImageRecordIterConfig(**options)
@@ -564,7 +566,8 @@ class ImageRecordIter(DataIter, Closeable):
         self.config = cfg
         super().__init__((), batch_size=cfg.batch_size, data_names=(cfg.data_name,),
                          label_names=(cfg.label_name,))
-        self.data_shape, self.batch_size, self.label_width = cfg.data_shape, cfg.batch_size, cfg.label_width
+        self.data_shape = _check_shape(cfg.data_shape)
+        self.batch_size, self.label_width = cfg.batch_size, cfg.label_width
         self.num_parts, self.part_index, self.dtype = cfg.num_parts, cfg.part_index, cfg.dtype
         self.output, self.seed, self.backend = cfg.output, cfg.seed, cfg.backend
         self.round_batch, self.shuffle, self.device = cfg.round_batch, cfg.shuffle, cfg.device
@@ -638,7 +641,7 @@ class ImageRecordIter(DataIter, Closeable):
         fused = (self.normalize is not None and self.dtype == "float32"
                  and self.backend == "thread" and cfg.preprocess_threads)
         augment = self.augmenter
-        if fused:
+        if fused and self.normalize is not None:
             steps = [a for a in self.augmenter.augmenters if not isinstance(a, (ToCHW, Cast))]
             augment = Compose([*steps, self.normalize, ToCHW()])
         decoder = _BatchDecoder(
@@ -646,13 +649,13 @@ class ImageRecordIter(DataIter, Closeable):
             dtype="uint8" if self.normalize is not None and not fused else self.dtype,
             augmenter=augment, seed=self.seed, files=self._files, part=(begin, end),
             labels=self._labels, on_error=cfg.on_error, max_skips=cfg.max_skips,
-            post=_NormalizeBatch(self.normalize, "int8") if int8 else None,
+            post=_NormalizeBatch(self.normalize, "int8") if int8 and self.normalize else None,
         )
         self._max_skips = cfg.max_skips
         self._map = source.group(self.batch_size).map(
             decoder, workers=cfg.preprocess_threads, name="decode_augment", backend=self.backend)
         pipeline: Dataset = self._map
-        if self.normalize is not None and not fused and not int8:
+        if self.normalize is not None and not (fused or int8):
             pipeline = pipeline.map(_NormalizeBatch(self.normalize, self.dtype), name="normalize")
         return pipeline.prefetch(cfg.prefetch_buffer)
 
@@ -770,13 +773,14 @@ class ImageRecordIter(DataIter, Closeable):
         if path.endswith(".npy"):
             return np.load(path).astype(np.float32, copy=False)
         loaded = ndarray_file.load(path)
+        found: np.ndarray | None
         if isinstance(loaded, dict):
-            image = loaded.get("mean_img", None if len(loaded) != 1 else next(iter(loaded.values())))
+            found = loaded.get("mean_img", None if len(loaded) != 1 else next(iter(loaded.values())))
         else:
-            image = loaded[0] if len(loaded) == 1 else None
-        if image is None:
+            found = loaded[0] if len(loaded) == 1 else None
+        if found is None:
             raise ValueError(f"`mean_img` file {path!r} holds no 'mean_img' array")
-        return image.astype(np.float32, copy=False)
+        return found.astype(np.float32, copy=False)
 
     def _compute_mean_image(self, fixed: list) -> np.ndarray:
         """Mean over all records (every part) of the images after resize, pad and a
