@@ -151,6 +151,8 @@ def test_augmentation_is_deterministic_per_seed_and_epoch(packed):
 def test_mxnet_style_reset_and_next(packed):
     it = make(packed, batch_size=10, round_batch=False)
     assert [len(it.next()[1]) for _ in range(3)] == [10, 10, 3]
+    assert it.current.pad == 0 and it.current.provide_data[0].shape == (3, 3, 32, 32)
+    assert it.current.provide_label[0].shape == (3,) and it.provide_data[0].shape == (10, 3, 32, 32)
     with pytest.raises(StopIteration):
         it.next()
     it.reset()

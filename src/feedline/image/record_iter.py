@@ -833,8 +833,12 @@ class ImageRecordIter(DataIter, Closeable):
             if self.device is not None and self.device.type != "cpu":
                 data = data.to(self.device, non_blocking=True)
                 label = label.to(self.device, non_blocking=True)
-        return DataBatch([data], [label], pad=pad, index=index, provide_data=self.provide_data,
-                         provide_label=self.provide_label)
+        provide_data, provide_label = self.provide_data, self.provide_label
+        if len(label) != self.batch_size:  # the short last batch of round_batch=False
+            provide_data = [provide_data[0]._replace(shape=tuple(data.shape))]
+            provide_label = [provide_label[0]._replace(shape=tuple(label.shape))]
+        return DataBatch([data], [label], pad=pad, index=index, provide_data=provide_data,
+                         provide_label=provide_label)
 
     def next(self) -> DataBatch:
         """The next :class:`~feedline.mxnet.DataBatch` (``StopIteration`` at the end of
