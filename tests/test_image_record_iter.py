@@ -697,6 +697,9 @@ it = mx.io.ImageRecordIter(path_imgrec=sys.argv[1], data_shape=(3, 8, 8), batch_
                            preprocess_threads=1)
 out["loop"] = train(it, step, 1)
 out["provide"] = [[d.name, list(d.shape), str(d.dtype.__name__)] for d in it.provide_data + it.provide_label]
+it = mx.io.ImageRecordIter(path_imgrec=sys.argv[1], data_shape=(3, 8, 8), batch_size=4,
+                           preprocess_threads=1, round_batch=False)
+out["no_round"] = [[b.pad, b.label[0].asnumpy()[:2].tolist()] for b in it]
 for dtype, kw in (("int8", dict(mean_r=30, mean_g=-20.0)), ("float32", dict(mean_r=30, std_g=2, scale=0.5))):
     it = mx.io.ImageRecordIter(path_imgrec=sys.argv[1], data_shape=(3, 8, 8), batch_size=4,
                                preprocess_threads=1, dtype=dtype, **kw)
@@ -756,6 +759,11 @@ def test_training_loop_and_batches_match_mxnet(exact_images):
     ours, it = _feedline_loop(exact_images)
     assert json.loads(json.dumps([e for e in ours if e[0] == 0])) == theirs["loop"]
     assert theirs["provide"] == [[d.name, list(d.shape), d.dtype.name] for d in it.provide_data + it.provide_label]
+    with ImageRecordIter(path_imgrec=exact_images, data_shape=(3, 8, 8), batch_size=4,
+                         preprocess_threads=0, round_batch=False) as mine:
+        # MXNet 1.9.1 reports pad 0 for the short last batch too (its 2 trailing rows are
+        # left over from the batch before); feedline returns the 2 real rows
+        assert [[b.pad, b.label[0][:2].tolist()] for b in mine] == theirs["no_round"]
     for dtype, kw in (("int8", dict(mean_r=30, mean_g=-20.0)), ("float32", dict(mean_r=30, std_g=2, scale=0.5))):
         with ImageRecordIter(path_imgrec=exact_images, data_shape=(3, 8, 8), batch_size=4,
                              preprocess_threads=0, dtype=dtype, **kw) as mine:
