@@ -6,6 +6,11 @@ Examples::
     feedline pack photos/ data/train --resize 256 --quality 90 --shuffle --num-workers 4
     feedline pack train.lst data/train --root photos/ --pack-label --num-shards 8
     feedline pack photos/ data/train --format tfrecord --pass-through
+    feedline pack photos/ data/train --list --recursive --train-ratio 0.9   # im2rec --list: .lst only
+
+With ``--list`` only ``.lst`` files are written, as MXNet's ``im2rec.py --list``
+(same options, same bytes; the order is shuffled unless ``--no-shuffle``); see
+:func:`feedline.image.listfile.make_lists`.
 
 See :func:`feedline.image.pack.pack_images` for the exact semantics of every option.
 """
@@ -18,6 +23,16 @@ import sys
 __all__ = ["HELP", "add_arguments", "run"]
 
 HELP = "pack a folder of images or an MXNet .lst list into RecordIO/TFRecord shards (im2rec)"
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {value}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -68,16 +83,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pack-label", action="store_true", help="store every label of a multi-label .lst line"
     )
-    parser.add_argument("--shuffle", action="store_true", help="write records in random order")
+    parser.add_argument("--shuffle", action="store_true", default=None,
+                        help="write records in random order (with --list: the default)")
+    parser.add_argument("--no-shuffle", dest="shuffle", action="store_false",
+                        help="keep the listed order (im2rec's --no-shuffle)")
     parser.add_argument("--seed", type=int, default=0, help="seed for --shuffle (default 0)")
     parser.add_argument(
         "--num-workers", type=_positive, default=1, metavar="N", help="encoding processes"
     )
     parser.add_argument(
         "--exts",
-        default=".jpeg,.jpg,.png",
-        help="comma-separated image file endings for a folder source (default .jpeg,.jpg,.png)",
+        nargs="+",
+        default=[".jpeg,.jpg,.png"],
+        help="image file endings for a folder source, space- or comma-separated "
+        "(default .jpeg .jpg .png)",
     )
+    group = parser.add_argument_group("list mode (im2rec --list)")
+    group.add_argument("--list", action="store_true",
+                       help="only write OUTPUT.lst file(s) listing the images of the folder")
+    group.add_argument("--recursive", action="store_true",
+                       help="walk subfolders; each folder with images gets its own label")
+    group.add_argument("--train-ratio", type=_ratio, default=1.0,
+                       help="share of each chunk in OUTPUT_train.lst (default 1: one OUTPUT.lst)")
+    group.add_argument("--test-ratio", type=_ratio, default=0.0,
+                       help="share of each chunk in OUTPUT_test.lst (default 0)")
+    group.add_argument("--chunks", type=_positive, default=1,
+                       help="split the list into N chunks OUTPUT_0 ... (default 1)")
     parser.add_argument(
         "--on-error",
         choices=("raise", "skip", "warn"),
@@ -97,7 +128,16 @@ def run(args: argparse.Namespace) -> int:
     :func:`feedline.cli.main`: 2 for bad arguments or input, 1 for a damaged image."""
     from feedline.image.pack import pack_images
 
-    exts = tuple(e.strip() for e in args.exts.split(",") if e.strip())
+    exts = tuple(e.strip() for text in args.exts for e in text.split(",") if e.strip())
+    if args.list:
+        return _run_list(args, exts)
+    listing = [flag for flag, on in (("--recursive", args.recursive), ("--chunks", args.chunks != 1),
+                                     ("--train-ratio", args.train_ratio != 1.0),
+                                     ("--test-ratio", args.test_ratio != 0.0)) if on]
+    if listing:
+        from feedline.cli import UsageError
+
+        raise UsageError(f"{', '.join(listing)} need --list")
     result = pack_images(
         args.source,
         args.output,
@@ -111,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         color=args.color,
         pass_through=args.pass_through,
         pack_label=args.pack_label,
-        shuffle=args.shuffle,
+        shuffle=bool(args.shuffle),
         seed=args.seed,
         num_workers=args.num_workers,
         exts=exts,
@@ -131,4 +171,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"skipped {len(result.skipped)} image(s):", file=sys.stderr)
         for index, path, reason in result.skipped[:20]:
             print(f"  {index}\t{path}: {reason}", file=sys.stderr)
+    return 0
+
+
+def _run_list(args: argparse.Namespace, exts: tuple[str, ...]) -> int:
+    """``--list``: write the ``.lst`` files and print im2rec's category lines."""
+    from feedline.image.listfile import make_lists
+
+    try:
+        made = make_lists(args.source, args.output, recursive=args.recursive, exts=exts,
+                          train_ratio=args.train_ratio, test_ratio=args.test_ratio,
+                          chunks=args.chunks, shuffle=args.shuffle is not False)
+    except (ValueError, OSError) as exc:
+        print(f"feedline pack: error: {exc}", file=sys.stderr)
+        return 2
+    for folder, label in made.categories:
+        print(folder, label)
+    for path, count in zip(made.files, made.counts):
+        print(f"  {path} ({count} images)")
     return 0

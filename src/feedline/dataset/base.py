@@ -728,6 +728,28 @@ class RandomAccessDataset(Dataset[T]):
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator[T]:
         return IndexIterator(self, ctx.epoch)
 
+    def group(self, size: int) -> RandomAccessDataset[list]:
+        """Random-access batching: item ``k`` is the list of items ``k*size ..
+        (k+1)*size - 1`` (the last group smaller); see :mod:`feedline.dataset.group`.
+
+        >>> Dataset.range(5).group(2).to_list()
+        [[0, 1], [2, 3], [4]]
+        """
+        from feedline.dataset.group import GroupDataset
+
+        return GroupDataset(self, size)
+
+    def round_up(self, multiple: int) -> RandomAccessDataset[T]:
+        """Repeat the first items until the length is a multiple of ``multiple`` (MXNet's
+        ``round_batch``); see :mod:`feedline.dataset.round_up`.
+
+        >>> Dataset.range(5).round_up(4).to_list()
+        [0, 1, 2, 3, 4, 0, 1, 2]
+        """
+        from feedline.dataset.round_up import RoundUpDataset
+
+        return RoundUpDataset(self, multiple)
+
 
 class IndexIterator(DatasetIterator[T]):
     """Reads ``ds[epoch*len + k]`` for ``k = 0 .. len-1``; state ``{"next": k}``.

@@ -21,15 +21,22 @@ ListItem(index=1, labels=(0.0, 2.5), path='x.png')
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import random
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from feedline._internal.atomic import replace_file
 from feedline.exceptions import DataError
 
-__all__ = ["ListItem", "read_list", "write_list", "list_folder", "IMAGE_EXTENSIONS"]
+__all__ = [
+    "ListItem", "read_list", "write_list", "list_folder", "list_images", "make_lists", "MadeLists",
+    "IMAGE_EXTENSIONS",
+]
+
+logger = logging.getLogger(__name__)
 
 #: File name endings (compared in lower case) that :func:`list_folder` takes as images,
 #: im2rec's default ``--exts``.
@@ -146,3 +153,144 @@ def list_folder(
                     rel = os.path.relpath(os.path.join(dirpath, fname), root)
                     items.append(ListItem(len(items), (float(label),), rel.replace(os.sep, "/")))
     return items, classes
+
+
+def list_images(
+    root: str | os.PathLike, *, recursive: bool = False, exts: Sequence[str] = IMAGE_EXTENSIONS
+) -> tuple[list[ListItem], list[tuple[str, int]]]:
+    """The images under ``root`` as ``im2rec --list`` finds them.
+
+    A file is an image when the lower-cased ending after its last dot
+    (``os.path.splitext``) is one of ``exts`` (compared in lower case). Without
+    ``recursive`` only the files directly in ``root`` are taken, in sorted name order, all
+    with label 0. With ``recursive`` the tree is walked top-down (symlinks followed,
+    folders and files in sorted order) and every *folder that holds an image* gets its own
+    label, 0, 1, 2, ... in the order the walk first meets it (``root`` itself included) —
+    im2rec's labelling, which differs from :func:`list_folder`'s one label per top-level
+    class folder. Indices run 0, 1, 2, ... in walk order; paths are relative to ``root``.
+
+    Returns ``(items, categories)``; ``categories`` lists ``(folder relative to root,
+    label)`` in label order (``[]`` without ``recursive``), what im2rec prints.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> for p in ("cat/a.jpg", "cat/b.PNG", "dog/x/c.jpeg", "dog/notes.txt"):
+    ...     os.makedirs(os.path.join(d, os.path.dirname(p)), exist_ok=True)
+    ...     open(os.path.join(d, p), "wb").close()
+    >>> items, categories = list_images(d, recursive=True)
+    >>> [(i.index, i.labels, i.path) for i in items], categories
+    ([(0, (0.0,), 'cat/a.jpg'), (1, (0.0,), 'cat/b.PNG'), (2, (1.0,), 'dog/x/c.jpeg')], [('cat', 0), ('dog/x', 1)])
+    """
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"image folder {root!r} does not exist")
+    wanted = {e.lower() for e in exts}
+    items: list[ListItem] = []
+    folders: dict[str, int] = {}
+    if recursive:
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+            dirnames.sort()
+            reldir = os.path.relpath(dirpath, root)  # once per folder: relpath is slow
+            for fname in sorted(filenames):
+                full = os.path.join(dirpath, fname)
+                if os.path.splitext(fname)[1].lower() in wanted and os.path.isfile(full):
+                    label = folders.setdefault(dirpath, len(folders))
+                    rel = fname if reldir == os.curdir else os.path.join(reldir, fname)
+                    items.append(ListItem(len(items), (float(label),), rel))
+    else:
+        for fname in sorted(os.listdir(root)):
+            full = os.path.join(root, fname)
+            if os.path.splitext(fname)[1].lower() in wanted and os.path.isfile(full):
+                items.append(ListItem(len(items), (0.0,), fname))
+    categories = [(os.path.relpath(path, root), label) for path, label in folders.items()]
+    return items, categories
+
+
+class MadeLists(NamedTuple):
+    """What :func:`make_lists` wrote: ``files`` (the ``.lst`` paths, in writing order),
+    ``counts`` (lines in each), ``categories`` (``(folder, label)``, see
+    :func:`list_images`)."""
+
+    files: list[str]
+    counts: list[int]
+    categories: list[tuple[str, int]]
+
+
+def _ratio(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"`{name}` must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def make_lists(
+    root: str | os.PathLike,
+    prefix: str | os.PathLike,
+    *,
+    recursive: bool = False,
+    exts: Sequence[str] = IMAGE_EXTENSIONS,
+    train_ratio: float = 1.0,
+    test_ratio: float = 0.0,
+    chunks: int = 1,
+    shuffle: bool = True,
+) -> MadeLists:
+    """``im2rec --list``: write ``.lst`` files of the images under ``root``, byte for byte
+    what MXNet 1.9.1's ``tools/im2rec.py --list`` writes for the same folder and options.
+
+    The images are :func:`list_images` (``recursive``, ``exts``). With ``shuffle`` (the
+    default, as in im2rec) they are put in the order of Python's ``random.Random(100)
+    .shuffle`` — im2rec's fixed seed. The list is cut into ``chunks`` consecutive chunks
+    of ``ceil(n / chunks)`` images (the last ones shorter or empty); chunk ``i`` is
+    written to ``PREFIX_i...`` when ``chunks > 1``, else to ``PREFIX...``. Within a chunk
+    of ``size = ceil(n / chunks)`` (the nominal size, as im2rec), ``n_test = int(size *
+    test_ratio)`` and ``n_train = int(size * train_ratio)``: with ``train_ratio == 1`` the
+    whole chunk goes to ``PREFIX.lst``; otherwise the first ``n_test`` lines go to
+    ``PREFIX_test.lst`` (written only when ``test_ratio`` is not 0), the next ``n_train``
+    to ``PREFIX_train.lst`` (always written), and the rest to ``PREFIX_val.lst`` (written
+    when ``train_ratio + test_ratio < 1``). Each file is written atomically; lines are
+    ``index<TAB>label<TAB>path`` with the label as ``%f``.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> for k in range(4):
+    ...     open(os.path.join(d, f"{k}.jpg"), "wb").close()
+    >>> made = make_lists(d, os.path.join(d, "out"), train_ratio=0.5, shuffle=False)
+    >>> [os.path.basename(f) for f in made.files], made.counts
+    (['out_val.lst', 'out_train.lst'], [2, 2])
+    >>> open(os.path.join(d, "out_val.lst")).read()
+    '2\\t0.000000\\t2.jpg\\n3\\t0.000000\\t3.jpg\\n'
+    """
+    from feedline._internal.validate import positive_int
+
+    train_ratio = _ratio("train_ratio", train_ratio)
+    test_ratio = _ratio("test_ratio", test_ratio)
+    if train_ratio + test_ratio > 1.0:
+        raise ValueError(f"`train_ratio` + `test_ratio` must be at most 1, got {train_ratio} + "
+                         f"{test_ratio}")
+    chunks = positive_int("chunks", chunks)
+    prefix = os.fspath(prefix)
+    items, categories = list_images(root, recursive=recursive, exts=exts)
+    if shuffle:
+        random.Random(100).shuffle(items)
+    size = (len(items) + chunks - 1) // chunks
+    n_train, n_test = int(size * train_ratio), int(size * test_ratio)
+    files: list[str] = []
+    counts: list[int] = []
+
+    def emit(path: str, part: list[ListItem]) -> None:
+        write_list(path, part)
+        files.append(path)
+        counts.append(len(part))
+
+    for i in range(chunks):
+        chunk = items[i * size:(i + 1) * size]
+        base = prefix + (f"_{i}" if chunks > 1 else "")
+        if train_ratio == 1.0:
+            emit(base + ".lst", chunk)
+            continue
+        if test_ratio:
+            emit(base + "_test.lst", chunk[:n_test])
+        if train_ratio + test_ratio < 1.0:
+            emit(base + "_val.lst", chunk[n_test + n_train:])
+        emit(base + "_train.lst", chunk[n_test:n_test + n_train])
+    logger.info("listed %d images of %s into %d file(s)", len(items), os.fspath(root), len(files))
+    return MadeLists(files, counts, categories)

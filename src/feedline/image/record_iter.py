@@ -3,18 +3,24 @@
 ``ImageRecordIter(path_imgrec=..., data_shape=(3, 224, 224), batch_size=...)`` reads
 image records packed by ``feedline pack`` or MXNet's ``im2rec`` (RecordIO ``.rec`` +
 ``.idx``) — or TFRecord shards of ``tf.train.Example`` with ``image/encoded`` and
-``image/class/label`` — and yields ``(data, label)`` batches: ``data`` is
-``(batch_size, C, H, W)`` ``float32`` (normalised) or ``uint8``; ``label`` is
-``(batch_size,)`` ``float32`` (``(batch_size, label_width)`` when ``label_width > 1``);
-numpy arrays, or torch tensors with ``output="torch"``.
+``image/class/label`` — and yields batches: ``data`` is ``(batch_size, C, H, W)``
+``float32`` (normalised), ``uint8`` or ``int8``; ``label`` is ``(batch_size,)``
+``float32`` (``(batch_size, label_width)`` when ``label_width > 1``); numpy arrays, or
+torch tensors with ``output="torch"``. Each batch is a :class:`feedline.mxnet.DataBatch`
+— ``batch.data[0]``, ``batch.label[0]``, ``batch.pad``, ``batch.index`` as in MXNet —
+that also unpacks as ``data, label = batch``; the iterator has MXNet's ``reset()``,
+``next()``, ``iter_next()``, ``getdata()``, ``getlabel()``, ``getpad()``,
+``getindex()``, ``provide_data`` and ``provide_label`` (:class:`~feedline.mxnet.DataDesc`
+named ``data_name`` / ``label_name``, default ``"data"`` / ``"softmax_label"``).
 
 It takes MXNet's parameter names; the pipeline it builds is an ordinary
 :class:`feedline.Dataset` (``it.dataset``)::
 
     records of this part (random access, file order)
       -> global_shuffle(seed)                    if shuffle
-      -> round up to whole batches                if round_batch
+      -> round_up(batch_size)                     if round_batch (feedline.dataset.round_up)
       -> group(batch_size)                        random access: item k = records of batch k
+                                                  (feedline.dataset.group)
       -> map(decode + augment a batch, workers=preprocess_threads, backend=backend)
       -> map(normalise the batch to float32)      process backend, float32 output
       -> prefetch(prefetch_buffer)
@@ -51,8 +57,12 @@ Semantics, field by field:
   min((r + 1) * step, n))`` in file order (trailing parts may be empty). The parts are
   disjoint and together read every record exactly once.
 * **batch**: ``round_batch=True`` (MXNet's default) completes the last batch of an epoch
-  with the first records of that epoch (``it.pad`` tells how many rows are such
-  repeats; 0 for every other batch); ``round_batch=False`` yields a smaller last batch.
+  with the first records of that epoch, and its ``pad`` (``batch.pad``, ``it.pad``,
+  ``it.getpad()``) is the number of such repeats, as in MXNet; every other batch has
+  ``pad == 0``. ``round_batch=False`` yields a smaller last batch with ``pad == 0`` —
+  MXNet 1.9.1 also reports ``pad == 0`` there, but returns a full-size array whose
+  trailing rows are left over from the previous batch; feedline returns only the real
+  rows. ``batch.index`` holds the global record positions of the rows (``int64``).
 * **labels**: from each record's header (``label_width`` of them), or, with
   ``path_imglist``, from an MXNet ``.lst`` file, looked up by the record's image index
   (its header id; RecordIO only); a record whose index the list lacks raises.
@@ -79,16 +89,33 @@ Semantics, field by field:
 * **backend**: ``preprocess_threads`` workers decode and augment (``0``: in the
   consuming thread), threads or processes as ``backend`` says (``"auto"``, ``"thread"``
   or ``"process"``, a feedline addition), ``prefetch_buffer`` batches are prepared ahead, ``dtype``
-  ``"float32"`` or ``"uint8"`` (no normalisation).
+  ``"float32"``, ``"uint8"`` (no normalisation) or ``"int8"`` (MXNet's: the pixel minus
+  the mean — ``mean_r/g/b`` or ``mean_img`` — rounded to nearest, ties to even, and
+  saturated to ``[-128, 127]``; ``std_*`` and ``scale`` are not applied, as in MXNet).
+* **ctx**: MXNet's ``"cpu"``, ``"gpu"``, ``"gpu(N)"`` (or ``"cuda:N"``, a
+  ``torch.device``). A GPU ``ctx`` gives torch tensors on that device (``output``
+  defaults to ``"torch"`` then; ``output="numpy"`` with a GPU raises); no CUDA device
+  raises ``ValueError`` at construction. ``"cpu"`` changes nothing.
+* **errors**: ``on_error="raise"`` (default): an undecodable image raises
+  :class:`~feedline.exceptions.DecodeError` naming file and record. ``on_error="skip"``
+  (MXNet's behaviour): the image is replaced by the next record of the part in file
+  order, so batches stay full and every rank keeps the same batch count; the first
+  10 skips are logged (``logging``, file and record), all are counted in
+  ``it.skipped`` / ``it.stats()``, and ``max_skips=N`` raises ``DecodeError`` once more
+  than ``N`` images were skipped.
 * **resume**: ``it.get_state()`` / ``it.set_state(state)`` (or ``state=`` in the
   constructor) continue with exactly the batches the uninterrupted iterator would have
   produced next.
 
-Deviations from MXNet, on purpose: ``verbose`` defaults to ``False``; a computed
+Deviations from MXNet, on purpose: ``verbose`` defaults to ``False`` and logs at INFO
+(logger ``feedline.image.record_iter``) instead of printing; a computed
 ``mean_img`` covers all records of all parts (MXNet's covers its own part) through the
 deterministic steps only, so every rank gets the same one; a
 corrupt image raises :class:`~feedline.exceptions.DecodeError` naming the file and
-record instead of being logged and skipped.
+record unless ``on_error="skip"``; every epoch starts at its first record (MXNet 1.9.1
+with ``round_batch`` starts the epoch after a padded one behind the records it used as
+padding, so that epoch is shorter), so all epochs have ``len(it)`` batches and resume
+is exact.
 
 >>> import os, tempfile, numpy as np
 >>> from feedline.image.pack import pack_images
@@ -104,13 +131,20 @@ record instead of being logged and skipped.
 ...                      preprocess_threads=0, rand_crop=True, rand_mirror=True)
 >>> [(data.shape, label.tolist(), it.pad) for data, label in it]
 [((4, 3, 32, 32), [0.0, 0.0, 0.0, 1.0], 0), ((4, 3, 32, 32), [1.0, 1.0, 0.0, 0.0], 2)]
+>>> it.reset(); batches = []
+>>> while it.iter_next():
+...     batches.append((it.getlabel()[0].tolist(), it.getpad(), it.getindex().tolist()))
+>>> batches
+[([0.0, 0.0, 0.0, 1.0], 0, [0, 1, 2, 3]), ([1.0, 1.0, 0.0, 0.0], 2, [4, 5, 0, 1])]
+>>> it.provide_data
+[DataDesc(name='data', shape=(4, 3, 32, 32), dtype=dtype('float32'), layout='NCHW')]
 """
 
 from __future__ import annotations
 
-import bisect
+import dataclasses
+import logging
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -133,8 +167,14 @@ from feedline.image.augment import (
     Resize,
     ToCHW,
 )
+from feedline.io.records import IndexedRecordFiles
+from feedline.mxnet import DataBatch, DataDesc, DataIter
 
-__all__ = ["ImageRecordIter", "part_range"]
+__all__ = ["ImageRecordIter", "ImageRecordIterConfig", "part_range"]
+
+logger = logging.getLogger(__name__)
+
+_LOGGED_SKIPS = 10  # skipped records logged (and listed in stats()) per iterator
 
 _INTERPOLATION = {0: "nearest", 1: "bilinear", 2: "bicubic", 3: "box", 4: "lanczos"}
 
@@ -165,81 +205,15 @@ def _split_paths(value: Any, name: str) -> list[str]:
     return parts
 
 
-class _Files:
-    """Random access to the records of several files (RecordIO with .idx, or TFRecord
-    with a sidecar index), in file order. Picklable; files reopen lazily."""
+class _Positioned(RandomAccessDataset):
+    """Records ``[begin, end)`` of an :class:`~feedline.io.records.IndexedRecordFiles`;
+    item ``e * n + j`` is ``(e, begin + j, record bytes)`` — the epoch and the global
+    record position travel with the record (they seed its augmentation and name it in
+    errors)."""
 
-    def __init__(self, paths: list[str], idx_paths: list[str | None], fmt: str) -> None:
-        self.paths = paths
-        self.format = fmt
-        self.readers: list[Any] = []
-        self.starts: list[int] = []
-        total = 0
-        for path, idx in zip(paths, idx_paths):
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"`path_imgrec` file {path!r} does not exist")
-            if fmt == "recordio":
-                from feedline.formats import recordio
-
-                if idx is not None and not os.path.isfile(idx):
-                    raise FileNotFoundError(
-                        f"index {idx!r} for {path!r} does not exist; leave `path_imgidx` out "
-                        "to scan the file, or build it with feedline.recordio.build_index"
-                    )
-                idx = idx or recordio.default_idx_path(path)
-                if os.path.isfile(idx):
-                    reader = recordio.IndexedRecordIO(idx, path, "r")
-                else:
-                    reader = _scan_recordio(path)
-            else:
-                from feedline.formats import tfrecord
-
-                reader = tfrecord.TFRecordFile(path, index_path=idx)
-            self.readers.append(reader)
-            self.starts.append(total)
-            total += len(reader)
-        self.total = total
-
-    def __len__(self) -> int:
-        return self.total
-
-    def locate(self, position: int) -> tuple[int, int]:
-        """(file number, record number in that file) of a global position."""
-        f = bisect.bisect_right(self.starts, position) - 1
-        return f, position - self.starts[f]
-
-    def read(self, position: int) -> bytes:
-        f, k = self.locate(position)
-        return self.readers[f][k]
-
-    def close(self) -> None:
-        for reader in self.readers:
-            close = getattr(reader, "close", None)
-            if close is not None:
-                close()
-
-
-def _scan_recordio(path: str) -> Any:
-    """An ``IndexedRecordIO`` over ``path`` from one scan of its records (no ``.idx``
-    file is written beside it; the temporary one is gone once read)."""
-    import tempfile
-
-    from feedline.formats import recordio
-
-    with tempfile.TemporaryDirectory(prefix="feedline-scan-") as tmp:
-        idx = os.path.join(tmp, "scan.idx")
-        recordio.build_index(path, idx)
-        reader = recordio.IndexedRecordIO(idx, path, "r")
-    reader.idx_path = f"{path} (scanned, no .idx)"
-    return reader
-
-
-class _PartSource(RandomAccessDataset):
-    """Records ``[begin, end)`` of the files; item ``e * n + j`` is ``(e, begin + j,
-    record bytes)`` — the epoch and global record position travel with the record."""
-
-    def __init__(self, files: _Files, begin: int, end: int) -> None:
+    def __init__(self, files: IndexedRecordFiles, begin: int, end: int) -> None:
         super().__init__()
+        self._parents = (files,)
         self._files = files
         self._begin = begin
         self._n = end - begin
@@ -254,64 +228,20 @@ class _PartSource(RandomAccessDataset):
     def _getitem(self, index: int) -> tuple[int, int, bytes]:
         epoch, j = divmod(index, self._n)
         position = self._begin + j
-        return epoch, position, self._files.read(position)
-
-
-class _RoundUp(RandomAccessDataset):
-    """The parent's ``n`` items, then its first ``length - n`` again (same epoch)."""
-
-    def __init__(self, parent: RandomAccessDataset, length: int) -> None:
-        super().__init__()
-        self._parents = (parent,)
-        self._n = len(parent)
-        self._length = length
-
-    @property
-    def name(self) -> str:
-        return f"round_batch({self._length})"
-
-    def __len__(self) -> int:
-        return self._length
-
-    def _getitem(self, index: int) -> Any:
-        epoch, k = divmod(index, self._length)
-        return self._parents[0]._getitem(epoch * self._n + k % self._n)
-
-
-class _Batches(RandomAccessDataset):
-    """Groups of ``batch_size`` consecutive items of a random-access parent, as one
-    random-access item each (the last group smaller when ``len(parent)`` is not a
-    multiple). Item ``e * len + k`` of this stage is the ``k``-th group of epoch ``e``.
-
-    Grouping before the map lets each worker decode a whole batch into one array (one
-    copy back to the consumer per batch) while still reading the records itself.
-    """
-
-    def __init__(self, parent: RandomAccessDataset, batch_size: int) -> None:
-        super().__init__()
-        self._parents = (parent,)
-        self._n = len(parent)
-        self._size = batch_size
-        self._groups = -(-self._n // batch_size)
-
-    @property
-    def name(self) -> str:
-        return f"group({self._size})"
-
-    def __len__(self) -> int:
-        return self._groups
-
-    def _getitem(self, index: int) -> list:
-        epoch, k = divmod(index, self._groups)
-        parent = self._parents[0]
-        base = epoch * self._n
-        stop = min((k + 1) * self._size, self._n)
-        return [parent._getitem(base + j) for j in range(k * self._size, stop)]
+        return epoch, position, self._files._getitem(position)
 
 
 class _BatchDecoder:
-    """Turn a list of ``(epoch, position, record)`` into one ``(data, label)`` batch:
-    each image decoded and augmented straight into its row of ``data``.
+    """Turn a list of ``(epoch, position, record)`` into one ``(data, label, index,
+    skipped)`` batch: each image decoded and augmented straight into its row of ``data``,
+    ``index`` the record position each row came from.
+
+    With ``on_error="skip"`` a record that cannot be split, decoded or augmented is
+    replaced by the next record of the part in file order (wrapping; the replacement is
+    augmented with its own position's seed), so every batch stays full and every rank
+    keeps the same number of batches; ``skipped`` lists ``(path, record number, reason)``
+    of what was replaced (the consumer counts, logs and caps them). ``max_skips`` bounds
+    the replacements one row may need.
 
     Picklable: this object is what the map workers run. In a worker process (a pid other
     than the creator's) the result is always copied to the consumer, so the worker
@@ -327,19 +257,25 @@ class _BatchDecoder:
         dtype: str,
         augmenter: Compose,
         seed: int,
-        paths: list[str],
-        starts: list[int],
+        files: IndexedRecordFiles,
+        part: tuple[int, int] = (0, 0),
         labels: dict[int, np.ndarray] | None = None,
+        on_error: str = "raise",
+        max_skips: int | None = None,
+        post: _NormalizeBatch | None = None,
     ) -> None:
         self.format = fmt
+        self.post = post
         self.labels = labels
         self.data_shape = data_shape
         self.label_width = label_width
         self.dtype = dtype
         self.augmenter = augmenter
         self.seed = seed
-        self.paths = paths
-        self.starts = starts
+        self.files = files
+        self.part = part
+        self.on_error = on_error
+        self.max_skips = max_skips
         self.mode = "RGB" if data_shape[0] == 3 else "L"
         self.hints = augmenter.decode_hints()
         self._creator = os.getpid()
@@ -350,21 +286,21 @@ class _BatchDecoder:
         state["_buffer"] = None
         return state
 
-    def _where(self, position: int) -> tuple[str, int]:
-        """(file, record number in that file) of a global record position, for errors."""
-        f = bisect.bisect_right(self.starts, position) - 1
-        return self.paths[f], position - self.starts[f]
-
     def _split(self, record: bytes, position: int) -> tuple[bytes, np.ndarray]:
         width = self.label_width
         if self.format == "recordio":
             from feedline.formats.recordio import unpack
 
-            header, payload = unpack(record)
+            try:
+                header, payload = unpack(record)
+            except DecodeError as exc:  # the header errors name no file: add it
+                path, index = self.files.locate(position)
+                raise DecodeError(f"bad image record header: {exc}", path=path,
+                                  index=index) from exc
             if self.labels is not None:
                 labels = self.labels.get(header.id)
                 if labels is None:
-                    path, index = self._where(position)
+                    path, index = self.files.locate(position)
                     raise DecodeError(
                         f"the record's image index {header.id} is not in `path_imglist`",
                         path=path, index=index,
@@ -374,9 +310,9 @@ class _BatchDecoder:
             else:
                 labels = np.asarray([header.label], dtype=np.float32)
         else:
-            payload, labels = _example_image(record, *self._where(position))
+            payload, labels = _example_image(record, *self.files.locate(position))
         if labels.size != width:
-            path, index = self._where(position)
+            path, index = self.files.locate(position)
             raise DecodeError(
                 f"the record has {labels.size} label(s) but `label_width` is {width}",
                 path=path,
@@ -392,36 +328,69 @@ class _BatchDecoder:
             self._buffer = np.empty(shape, dtype=self.dtype)
         return self._buffer
 
-    def __call__(self, records: list) -> tuple[np.ndarray, np.ndarray]:
+    def _one(self, epoch: int, position: int, record: bytes, out: np.ndarray) -> np.ndarray:
+        payload, labels = self._split(record, position)
+        path, index = self.files.locate(position)
+        img = _decode(payload, self.mode, self.hints, path, index)
+        try:
+            self.augmenter(img, seed=self.seed, epoch=epoch, index=position, out=out)
+        except ValueError as exc:
+            raise DecodeError(
+                f"cannot augment image of shape {img.shape}: {exc}", path=path, index=index
+            ) from exc
+        return labels
+
+    def __call__(self, records: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
         n = len(records)
+        index = np.empty(n, dtype=np.int64)
         data = self._data(n)
         if self.label_width == 1:
             label = np.empty(n, dtype=np.float32)
         else:
             label = np.empty((n, self.label_width), dtype=np.float32)
+        skipped: list[tuple[str, int, str]] = []
         for i, (epoch, position, record) in enumerate(records):
-            payload, labels = self._split(record, position)
-            img = _decode(payload, self.mode, self.hints, *self._where(position))
-            try:
-                self.augmenter(img, seed=self.seed, epoch=epoch, index=position, out=data[i])
-            except ValueError as exc:
-                path, index = self._where(position)
-                raise DecodeError(
-                    f"cannot augment image of shape {img.shape}: {exc}", path=path, index=index
-                ) from exc
+            labels, index[i] = self._row(epoch, position, record, data[i], skipped)
             label[i] = labels if self.label_width > 1 else labels[0]
-        return data, label
+        if self.post is not None:
+            return self.post((data, label, index, tuple(skipped)))
+        return data, label, index, tuple(skipped)
+
+    def _row(self, epoch: int, position: int, record: bytes, out: np.ndarray,
+             skipped: list) -> tuple[np.ndarray, int]:
+        if self.on_error == "raise":
+            return self._one(epoch, position, record, out), position
+        begin, end = self.part
+        limit = end - begin if self.max_skips is None else min(end - begin, self.max_skips + 1)
+        for _attempt in range(limit):
+            try:
+                return self._one(epoch, position, record, out), position
+            except DecodeError as exc:
+                skipped.append((*self.files.locate(position), str(exc)))
+                position = begin + (position - begin + 1) % (end - begin)
+                record = self.files._getitem(position)
+        raise DecodeError(
+            f"{len(skipped)} record(s) in a row could not be decoded (the last: {skipped[-1][2]})"
+            + ("" if self.max_skips is None else f"; `max_skips` is {self.max_skips}"),
+            path=skipped[-1][0], index=skipped[-1][1],
+        )
 
 
 class _NormalizeBatch:
-    """``(uint8 data, label)`` -> ``(float32 normalised data, label)`` for a whole batch."""
+    """``(uint8 data, label, index, skipped)`` -> ``(normalised data, ...)`` for a
+    whole batch: float32, or for ``int8`` the difference rounded (ties to even) and
+    saturated to ``[-128, 127]``."""
 
-    def __init__(self, normalize: Normalize) -> None:
+    def __init__(self, normalize: Normalize, dtype: str = "float32") -> None:
         self.normalize = normalize
+        self.dtype = dtype
 
-    def __call__(self, batch: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        data, label = batch
-        return self.normalize.batch_chw(data), label
+    def __call__(self, batch: tuple) -> tuple:
+        data, label, index, skipped = batch
+        out = self.normalize.batch_chw(data)
+        if self.dtype == "int8":
+            out = np.clip(np.rint(out, out=out), -128, 127, out=out).astype(np.int8)
+        return out, label, index, skipped
 
 
 def _decode(payload: bytes, mode: str, hints: dict, name: str, position: int) -> np.ndarray:
@@ -461,175 +430,240 @@ def _number(name: str, value: Any) -> float:
     return float(value)
 
 
-class ImageRecordIter(Closeable):
+@dataclasses.dataclass
+class ImageRecordIterConfig:
+    """Every option of :class:`ImageRecordIter`, by MXNet's names, with its default;
+    :meth:`validate` checks them (messages name the option) and resolves ``"auto"``
+    choices. The module docstring gives each option's semantics.
+
+    >>> cfg = ImageRecordIterConfig(path_imgrec="a.rec", data_shape=(3, 8, 8), batch_size=2)
+    >>> cfg.validate().backend, cfg.round_batch
+    ('thread', True)
+    >>> ImageRecordIterConfig(path_imgrec="a.rec", data_shape=(3, 8, 8), batch_size=0).validate()
+    Traceback (most recent call last):
+    ...
+    ValueError: `batch_size` must be a positive int, got 0
+    """
+
+    path_imgrec: Any
+    data_shape: Sequence[int]
+    batch_size: int
+    path_imgidx: Any = None
+    path_imglist: Any = None
+    label_width: int = 1
+    round_batch: bool = True
+    resize: int | None = -1
+    rand_crop: bool = False
+    random_resized_crop: bool = False
+    min_random_area: float = 1.0
+    max_random_area: float = 1.0
+    min_aspect_ratio: float | None = None
+    max_aspect_ratio: float | None = None
+    rand_mirror: bool = False
+    mirror: bool = False
+    brightness: float = 0.0
+    contrast: float = 0.0
+    saturation: float = 0.0
+    pad: int = 0
+    fill_value: int = 255
+    inter_method: int = 1
+    mean_r: float = 0.0
+    mean_g: float = 0.0
+    mean_b: float = 0.0
+    std_r: float = 1.0
+    std_g: float = 1.0
+    std_b: float = 1.0
+    scale: float = 1.0
+    mean_img: Any = None
+    augmenter: Compose | None = None
+    preprocess_threads: int = 4
+    backend: str = "auto"
+    prefetch_buffer: int = 4
+    shuffle: bool = False
+    seed: int = 0
+    num_parts: int = 1
+    part_index: int = 0
+    dtype: str = "float32"
+    format: str | None = None
+    output: str | None = None
+    ctx: Any = None
+    data_name: str = "data"
+    label_name: str = "softmax_label"
+    on_error: str = "raise"
+    max_skips: int | None = None
+    verbose: bool = False
+    state: dict | None = None
+
+    def validate(self) -> ImageRecordIterConfig:
+        """Check every option and normalise them in place; returns ``self``."""
+        self.data_shape = _check_shape(self.data_shape)
+        positive_int("batch_size", self.batch_size)
+        positive_int("label_width", self.label_width)
+        positive_int("num_parts", self.num_parts)
+        non_negative_int("part_index", self.part_index)
+        if self.part_index >= self.num_parts:
+            raise ValueError(f"`part_index` must be in [0, num_parts) = [0, {self.num_parts}), "
+                             f"got {self.part_index}")
+        one_of("dtype", self.dtype, ("float32", "uint8", "int8"))
+        non_negative_int("seed", self.seed)
+        non_negative_int("preprocess_threads", self.preprocess_threads)
+        one_of("backend", self.backend, ("auto", "thread", "process"))
+        if self.backend == "auto":  # what measured faster: see the module docstring
+            self.backend = "thread" if self.dtype == "float32" else "process"
+        positive_int("prefetch_buffer", self.prefetch_buffer)
+        one_of("on_error", self.on_error, ("raise", "skip"))
+        if self.max_skips is not None:
+            non_negative_int("max_skips", self.max_skips)
+            if self.on_error != "skip":
+                raise ValueError("`max_skips` needs `on_error='skip'`")
+        device = None
+        if self.ctx is not None:
+            from feedline.mxnet import torch_device
+
+            device = torch_device(self.ctx)
+        if self.output is None:
+            self.output = "torch" if device is not None and device.type != "cpu" else "numpy"
+        one_of("output", self.output, ("numpy", "torch"))
+        if device is not None and device.type != "cpu":
+            if self.output != "torch":
+                raise ValueError(f"`ctx={self.ctx!r}` gives torch tensors on that device: "
+                                 "leave `output` out or set output='torch'")
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ValueError(f"`ctx={self.ctx!r}` names a GPU but torch sees no CUDA "
+                                 "device; use ctx='cpu'")
+        self.device = device
+        self.round_batch = bool(self.round_batch)
+        self.shuffle = bool(self.shuffle)
+        return self
+
+
+class ImageRecordIter(DataIter, Closeable):
     """Batches of decoded, augmented images from packed records; see the module docstring.
 
+    Takes the options of :class:`ImageRecordIterConfig` (MXNet's names), keyword-only.
     ``augmenter`` is the per-image :class:`~feedline.image.augment.Compose` the workers
     run; ``normalize`` the :class:`~feedline.image.augment.Normalize` applied to whole
     batches afterwards (``None`` for uint8 output or a custom ``augmenter``).
 
-    Iterate it (``for data, label in it``) once per epoch; a new ``for`` loop after the
-    end (or ``reset()``) starts the next epoch. ``pad`` is the number of repeated rows in
-    the batch last returned. ``num_records`` is the size of this part; ``len(it)`` the
-    number of batches per epoch. Close it (or use ``with``) to stop the workers.
+    Each batch is a :class:`feedline.mxnet.DataBatch`: ``batch.data[0]``,
+    ``batch.label[0]``, ``batch.pad``, ``batch.index`` (the global record positions of
+    its rows), and ``data, label = batch`` as before. Iterate it once per epoch; a new
+    ``for`` loop after the end (or ``reset()``) starts the next epoch. ``it.pad`` is the
+    pad of the batch last returned. ``num_records`` is the size of this part; ``len(it)``
+    the number of batches per epoch. Close it (or use ``with``) to stop the workers.
     """
 
-    def __init__(
-        self,
-        *,
-        path_imgrec: Any,
-        data_shape: Sequence[int],
-        batch_size: int,
-        path_imgidx: Any = None,
-        path_imglist: Any = None,
-        label_width: int = 1,
-        round_batch: bool = True,
-        resize: int | None = -1,
-        rand_crop: bool = False,
-        random_resized_crop: bool = False,
-        min_random_area: float = 1.0,
-        max_random_area: float = 1.0,
-        min_aspect_ratio: float | None = None,
-        max_aspect_ratio: float | None = None,
-        rand_mirror: bool = False,
-        mirror: bool = False,
-        brightness: float = 0.0,
-        contrast: float = 0.0,
-        saturation: float = 0.0,
-        pad: int = 0,
-        fill_value: int = 255,
-        inter_method: int = 1,
-        mean_r: float = 0.0,
-        mean_g: float = 0.0,
-        mean_b: float = 0.0,
-        std_r: float = 1.0,
-        std_g: float = 1.0,
-        std_b: float = 1.0,
-        scale: float = 1.0,
-        mean_img: Any = None,
-        augmenter: Compose | None = None,
-        preprocess_threads: int = 4,
-        backend: str = "auto",
-        prefetch_buffer: int = 4,
-        shuffle: bool = False,
-        seed: int = 0,
-        num_parts: int = 1,
-        part_index: int = 0,
-        dtype: str = "float32",
-        format: str | None = None,
-        output: str = "numpy",
-        verbose: bool = False,
-        state: dict | None = None,
-    ) -> None:
-        self.data_shape = _check_shape(data_shape)
-        self.batch_size = positive_int("batch_size", batch_size)
-        self.label_width = positive_int("label_width", label_width)
-        self.num_parts = positive_int("num_parts", num_parts)
-        self.part_index = non_negative_int("part_index", part_index)
-        if self.part_index >= self.num_parts:
-            raise ValueError(
-                f"`part_index` must be in [0, num_parts) = [0, {num_parts}), got {part_index}"
-            )
-        self.dtype = one_of("dtype", dtype, ("float32", "uint8"))
-        self.output = one_of("output", output, ("numpy", "torch"))
-        self.seed = non_negative_int("seed", seed)
-        non_negative_int("preprocess_threads", preprocess_threads)
-        one_of("backend", backend, ("auto", "thread", "process"))
-        if backend == "auto":  # what measured faster: see the module docstring
-            backend = "thread" if self.dtype == "float32" else "process"
-        self.backend = backend
-        positive_int("prefetch_buffer", prefetch_buffer)
-        self.round_batch = bool(round_batch)
-        self.shuffle = bool(shuffle)
+    batch_size: int  # always set (DataIter's is optional)
 
-        paths = _split_paths(path_imgrec, "path_imgrec")
-        if path_imgidx is None or path_imgidx == "":
+    def __init__(self, **options: Any) -> None:
+        try:
+            cfg = ImageRecordIterConfig(**options)
+        except TypeError as exc:
+            raise TypeError(f"ImageRecordIter: {exc}".replace("ImageRecordIterConfig.__init__() ", "")) from None
+        cfg.validate()
+        self.config = cfg
+        super().__init__((), batch_size=cfg.batch_size, data_names=(cfg.data_name,),
+                         label_names=(cfg.label_name,))
+        self.data_shape = _check_shape(cfg.data_shape)
+        self.batch_size, self.label_width = cfg.batch_size, cfg.label_width
+        self.num_parts, self.part_index, self.dtype = cfg.num_parts, cfg.part_index, cfg.dtype
+        self.output, self.seed, self.backend = cfg.output, cfg.seed, cfg.backend
+        self.round_batch, self.shuffle, self.device = cfg.round_batch, cfg.shuffle, cfg.device
+        self._verbose, self._preprocess_threads = bool(cfg.verbose), cfg.preprocess_threads
+        self._files = self._open_files(cfg)
+        self.format = self._files_format
+        self._labels = self._label_map(cfg.path_imglist)
+        self.augmenter, self.normalize = self._augmenters(cfg)
+        self.dataset: Dataset = self._pipeline(cfg)
+        self.pad = 0
+        self._done = False
+        self._served = 0
+        self.skipped = 0
+        self._skipped_records: list[tuple[str, int]] = []
+        logger.log(logging.INFO if cfg.verbose else logging.DEBUG,
+                   "ImageRecordIter: %s (%s), part %d of %d: %d records, %d batches of %d; "
+                   "%d preprocess worker(s); augmenter %r, then %r", ";".join(self._files.paths),
+                   self.format, self.part_index, self.num_parts, self.num_records,
+                   self._batches_per_epoch, self.batch_size, cfg.preprocess_threads,
+                   self.augmenter, self.normalize)
+        if cfg.state is not None:
+            self.set_state(cfg.state)
+
+    # ------------------------------------------------------------------ configuration
+    def _open_files(self, cfg: ImageRecordIterConfig) -> IndexedRecordFiles:
+        """The record files as one indexed source (``.idx`` / ``.index`` sidecars, or one
+        scan of a ``.rec`` that has none)."""
+        paths = _split_paths(cfg.path_imgrec, "path_imgrec")
+        if cfg.path_imgidx is None or cfg.path_imgidx == "":
             idx_paths: list[str | None] = [None] * len(paths)
         else:
-            idx_paths = list(_split_paths(path_imgidx, "path_imgidx"))
+            idx_paths = list(_split_paths(cfg.path_imgidx, "path_imgidx"))
             if len(idx_paths) != len(paths):
                 raise ValueError(
                     f"`path_imgidx` names {len(idx_paths)} file(s) for {len(paths)} record file(s)"
                 )
-        if format is None:
-            format = "tfrecord" if all(p.endswith(".tfrecord") for p in paths) else "recordio"
-        self.format = one_of("format", format, ("recordio", "tfrecord"))
+        fmt = cfg.format
+        if fmt is None:
+            fmt = "tfrecord" if all(p.endswith(".tfrecord") for p in paths) else "recordio"
+        self._files_format = one_of("format", fmt, ("recordio", "tfrecord"))
+        for path in paths:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"`path_imgrec` file {path!r} does not exist")
+        return IndexedRecordFiles(paths, [fmt] * len(paths), index_paths=idx_paths, scan=True)
 
-        self._files = _Files(paths, idx_paths, self.format)
-        self._labels = self._label_map(path_imglist)
-        self._preprocess_threads = preprocess_threads
-        self._verbose = bool(verbose)
-        if augmenter is not None:
-            if not isinstance(augmenter, Compose):
-                raise TypeError(f"`augmenter` must be a feedline.image.Compose, got {augmenter!r}")
-            self.augmenter, self.normalize = augmenter, None
-        else:
-            self.augmenter, self.normalize = self._default_augmenter(
-                resize=resize, rand_crop=rand_crop, random_resized_crop=random_resized_crop,
-                min_random_area=min_random_area, max_random_area=max_random_area,
-                min_aspect_ratio=min_aspect_ratio, max_aspect_ratio=max_aspect_ratio,
-                rand_mirror=rand_mirror, mirror=mirror, brightness=brightness,
-                contrast=contrast, saturation=saturation, pad=pad, fill_value=fill_value,
-                inter_method=inter_method, mean=(mean_r, mean_g, mean_b),
-                std=(std_r, std_g, std_b), scale=scale, mean_img=mean_img,
-            )
+    def _augmenters(self, cfg: ImageRecordIterConfig) -> tuple[Compose, Normalize | None]:
+        if cfg.augmenter is None:
+            return self._default_augmenter(cfg)
+        if not isinstance(cfg.augmenter, Compose):
+            raise TypeError(f"`augmenter` must be a feedline.image.Compose, got {cfg.augmenter!r}")
+        return cfg.augmenter, None
 
+    def _pipeline(self, cfg: ImageRecordIterConfig) -> Dataset:
+        """records of this part -> global_shuffle -> round_up -> group -> map(decode) ->
+        map(normalise) -> prefetch."""
         begin, end = part_range(len(self._files), self.num_parts, self.part_index)
         self.num_records = end - begin
-        source: RandomAccessDataset = _PartSource(self._files, begin, end)
+        source: RandomAccessDataset = _Positioned(self._files, begin, end)
         if self.shuffle and self.num_records:
             source = source.global_shuffle(seed=self.seed)
         batches = -(-self.num_records // self.batch_size)
-        rounded = batches * self.batch_size
-        self._last_pad = rounded - self.num_records if self.round_batch else 0
-        if self._last_pad:
-            source = _RoundUp(source, rounded)
+        if self.round_batch and self.num_records:
+            source = source.round_up(self.batch_size)
+        self._last_pad = batches * self.batch_size - self.num_records if self.round_batch else 0
         self._batches_per_epoch = batches
         # threads share memory: normalise inside the decode threads, fused with HWC -> CHW,
         # straight into the float32 batch; processes ship uint8 batches (a quarter of the
-        # bytes) and normalise once per batch in the prefetch thread
-        fused = self.normalize is not None and self.backend == "thread" and preprocess_threads
+        # bytes) and normalise once per batch in the prefetch thread; int8 (as small as
+        # uint8) is made in the workers
+        int8 = self.normalize is not None and self.dtype == "int8"
+        fused = (self.normalize is not None and self.dtype == "float32"
+                 and self.backend == "thread" and cfg.preprocess_threads)
         augment = self.augmenter
-        if fused:
+        if fused and self.normalize is not None:
             steps = [a for a in self.augmenter.augmenters if not isinstance(a, (ToCHW, Cast))]
             augment = Compose([*steps, self.normalize, ToCHW()])
         decoder = _BatchDecoder(
-            fmt=self.format,
-            data_shape=self.data_shape,
-            label_width=self.label_width,
+            fmt=self.format, data_shape=self.data_shape, label_width=self.label_width,
             dtype="uint8" if self.normalize is not None and not fused else self.dtype,
-            augmenter=augment,
-            seed=self.seed,
-            paths=paths,
-            starts=list(self._files.starts),
-            labels=self._labels,
+            augmenter=augment, seed=self.seed, files=self._files, part=(begin, end),
+            labels=self._labels, on_error=cfg.on_error, max_skips=cfg.max_skips,
+            post=_NormalizeBatch(self.normalize, "int8") if int8 and self.normalize else None,
         )
-        grouped = _Batches(source, self.batch_size)
-        self._map = grouped.map(decoder, workers=preprocess_threads, name="decode_augment",
-                                backend=self.backend)
+        self._max_skips = cfg.max_skips
+        self._map = source.group(self.batch_size).map(
+            decoder, workers=cfg.preprocess_threads, name="decode_augment", backend=self.backend)
         pipeline: Dataset = self._map
-        if self.normalize is not None and not fused:
-            pipeline = pipeline.map(_NormalizeBatch(self.normalize), name="normalize")
-        self.dataset: Dataset = pipeline.prefetch(prefetch_buffer)
-        self.pad = 0
-        self._it: Any = None
-        self._done = False
-        self._served = 0
-        if verbose:
-            print(
-                f"ImageRecordIter: {';'.join(paths)} ({self.format}), part {self.part_index} of "
-                f"{self.num_parts}: {self.num_records} records, {batches} batches of "
-                f"{self.batch_size}; {preprocess_threads} preprocess worker(s); "
-                f"augmenter {self.augmenter!r}, then {self.normalize!r}",
-                file=sys.stderr,
-            )
-        if state is not None:
-            self.set_state(state)
+        if self.normalize is not None and not (fused or int8):
+            pipeline = pipeline.map(_NormalizeBatch(self.normalize, self.dtype), name="normalize")
+        return pipeline.prefetch(cfg.prefetch_buffer)
 
-    # ------------------------------------------------------------------ configuration
-    def _default_augmenter(self, **kw: Any) -> tuple[Compose, Normalize | None]:
-        """The per-image chain (ending in uint8 CHW) and, for float32 output, the
-        normalisation applied to whole batches."""
+    def _default_augmenter(self, cfg: ImageRecordIterConfig) -> tuple[Compose, Normalize | None]:
+        """The per-image chain (ending in uint8 CHW) and, for float32 and int8 output, the
+        normalisation applied to whole batches (int8: the mean only, as MXNet)."""
+        kw = dict(vars(cfg))
+        kw["mean"], kw["std"] = (cfg.mean_r, cfg.mean_g, cfg.mean_b), (cfg.std_r, cfg.std_g, cfg.std_b)
         c, h, w = self.data_shape
         interp = kw["inter_method"]
         if interp not in _INTERPOLATION:
@@ -697,7 +731,10 @@ class ImageRecordIter(Closeable):
                 raise ValueError(
                     f"`mean_img` must have shape data_shape {(c, h, w)}, got {image.shape}"
                 )
-            normalize = Normalize(mean=image.transpose(1, 2, 0), std=1.0 / scale)
+            normalize = Normalize(mean=image.transpose(1, 2, 0),
+                                  std=1.0 if self.dtype == "int8" else 1.0 / scale)
+        elif self.dtype == "int8":  # MXNet's int8 subtracts the mean; std and scale unused
+            normalize = Normalize(mean=mean, std=[1.0] * len(mean))
         else:
             normalize = Normalize(mean=mean, std=[s / scale for s in std])
         return Compose([*augs, ToCHW(), Cast("uint8")]), normalize
@@ -731,20 +768,19 @@ class ImageRecordIter(Closeable):
         if not os.path.exists(path):
             image = self._compute_mean_image(fixed)
             ndarray_file.save(path, {"mean_img": image})
-            if self._verbose:
-                print(f"ImageRecordIter: saved the mean of {len(self._files)} images to {path}",
-                      file=sys.stderr)
+            logger.info("ImageRecordIter: saved the mean of %d images to %s", len(self._files), path)
             return image
         if path.endswith(".npy"):
             return np.load(path).astype(np.float32, copy=False)
         loaded = ndarray_file.load(path)
+        found: np.ndarray | None
         if isinstance(loaded, dict):
-            image = loaded.get("mean_img", None if len(loaded) != 1 else next(iter(loaded.values())))
+            found = loaded.get("mean_img", None if len(loaded) != 1 else next(iter(loaded.values())))
         else:
-            image = loaded[0] if len(loaded) == 1 else None
-        if image is None:
+            found = loaded[0] if len(loaded) == 1 else None
+        if found is None:
             raise ValueError(f"`mean_img` file {path!r} holds no 'mean_img' array")
-        return image.astype(np.float32, copy=False)
+        return found.astype(np.float32, copy=False)
 
     def _compute_mean_image(self, fixed: list) -> np.ndarray:
         """Mean over all records (every part) of the images after resize, pad and a
@@ -755,16 +791,17 @@ class ImageRecordIter(Closeable):
         decoder = _BatchDecoder(
             fmt=self.format, data_shape=self.data_shape, label_width=self.label_width,
             dtype="uint8", augmenter=Compose([*fixed, ToCHW(), Cast("uint8")]), seed=self.seed,
-            paths=list(files.paths), starts=list(files.starts), labels=self._labels,
+            files=files, part=(0, len(files)), labels=self._labels,
         )
-        groups = _Batches(_PartSource(files, 0, len(files)), 64)
+        groups = _Positioned(files, 0, len(files)).group(64)
         total = np.zeros(self.data_shape, dtype=np.float64)
         with groups.map(decoder, workers=self._preprocess_threads, backend="thread",
                         name="mean_img").iterator() as it:
-            for data, _label in it:
+            for data, *_rest in it:
                 total += data.sum(axis=0, dtype=np.float64)
         return (total / len(files)).astype(np.float32)
 
+    # ------------------------------------------------------------------ iterating
     # ------------------------------------------------------------------ iterating
     def __len__(self) -> int:
         return self._batches_per_epoch
@@ -774,26 +811,72 @@ class ImageRecordIter(Closeable):
             self.reset()
         return self
 
-    def __next__(self) -> tuple[Any, Any]:
+    def _fetch(self) -> DataBatch:
         if self._it is None:
             self._it = self.dataset.iterator()
             self._done = False
             self._served = 0
         try:
-            data, label = next(self._it)
+            data, label, index, skipped = next(self._it)
         except StopIteration:
             self._done = True
             raise
+        if skipped:
+            self._count_skips(skipped)
         self._served += 1
         last = self._served == self._batches_per_epoch
-        self.pad = self._last_pad if last else 0
+        pad = self._last_pad if last else 0
         if self.output == "torch":
             import torch
 
-            return torch.from_numpy(data), torch.from_numpy(label)
-        return data, label
+            data, label = torch.from_numpy(data), torch.from_numpy(label)
+            if self.device is not None and self.device.type != "cpu":
+                data = data.to(self.device, non_blocking=True)
+                label = label.to(self.device, non_blocking=True)
+        provide_data, provide_label = self.provide_data, self.provide_label
+        if len(label) != self.batch_size:  # the short last batch of round_batch=False
+            provide_data = [provide_data[0]._replace(shape=tuple(data.shape))]
+            provide_label = [provide_label[0]._replace(shape=tuple(label.shape))]
+        return DataBatch([data], [label], pad=pad, index=index, provide_data=provide_data,
+                         provide_label=provide_label)
 
-    next = __next__  # MXNet's DataIter.next()
+    def next(self) -> DataBatch:
+        """The next :class:`~feedline.mxnet.DataBatch` (``StopIteration`` at the end of
+        the epoch); sets ``it.pad``."""
+        batch = super().next()
+        self.pad = batch.pad
+        return batch
+
+    __next__ = next
+
+    def _count_skips(self, skipped: tuple) -> None:
+        for path, index, reason in skipped:
+            self.skipped += 1
+            if len(self._skipped_records) < _LOGGED_SKIPS:
+                self._skipped_records.append((path, index))
+                logger.warning("ImageRecordIter: skipped %s: record %d: %s", path, index, reason)
+            if self._max_skips is not None and self.skipped > self._max_skips:
+                raise DecodeError(
+                    f"{self.skipped} undecodable images skipped, more than `max_skips` "
+                    f"({self._max_skips}); the last: {reason}", path=path, index=index)
+
+    @property
+    def provide_data(self) -> list[DataDesc]:  # type: ignore[override]
+        """``[DataDesc(data_name, (batch_size, C, H, W), dtype, "NCHW")]``."""
+        dtype = np.dtype(self.dtype)
+        return [DataDesc(self.data_names[0], (self.batch_size, *self.data_shape), dtype, "NCHW")]
+
+    @property
+    def provide_label(self) -> list[DataDesc]:  # type: ignore[override]
+        """``[DataDesc(label_name, (batch_size,) or (batch_size, label_width), float32, "NCHW")]``."""
+        shape = (self.batch_size,) if self.label_width == 1 else (self.batch_size, self.label_width)
+        return [DataDesc(self.label_names[0], shape, np.dtype("float32"), "NCHW")]
+
+    def stats(self) -> dict[str, Any]:
+        """``{"batches": served this epoch, "skipped": undecodable images skipped so far,
+        "skipped_records": [(path, record number), ...] (the first few)}``."""
+        return {"batches": self._served, "skipped": self.skipped,
+                "skipped_records": list(self._skipped_records)}
 
     @property
     def epoch(self) -> int | None:
@@ -802,9 +885,7 @@ class ImageRecordIter(Closeable):
 
     def reset(self) -> None:
         """End the current epoch; the next batch starts the next epoch."""
-        if self._it is not None:
-            self._it.close()
-        self._it = None
+        super().reset()
         self._done = False
         self._served = 0
         self.pad = 0
@@ -818,6 +899,7 @@ class ImageRecordIter(Closeable):
             "type": "image_record_iter",
             "served": self._served,
             "done": self._done,
+            "skipped": self.skipped,
             "pipeline": self._it.get_state(),
         }
 
@@ -830,6 +912,7 @@ class ImageRecordIter(Closeable):
         self._it = self.dataset.iterator(state["pipeline"])
         self._served = non_negative_int("state['served']", state["served"])
         self._done = bool(state["done"])
+        self.skipped = non_negative_int("state['skipped']", state.get("skipped", 0))
 
     def close(self) -> None:
         """Stop the workers and close the files; idempotent."""
@@ -842,3 +925,9 @@ class ImageRecordIter(Closeable):
         files = getattr(self, "_files", None)
         if files is not None:
             files.close()
+
+    def __enter__(self) -> ImageRecordIter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -43,44 +43,100 @@ def _indexed_format(path: str) -> str:
     return fmt
 
 
-def _open(path: str, fmt: str) -> Any:
+def _open(path: str, fmt: str, index: str | None = None, scan: bool = False) -> Any:
     if fmt == "empty" or os.path.getsize(path) == 0:
         return ()
     if fmt == "recordio":
         from feedline.formats.recordio import IndexedRecordIO, default_idx_path
 
-        idx = default_idx_path(path)
+        if index is not None and not os.path.isfile(index):
+            raise FileNotFoundError(
+                f"index {index!r} for {path!r} does not exist; leave the index path out "
+                "to scan the file, or build it with feedline.recordio.build_index"
+            )
+        idx = index or default_idx_path(path)
         if not os.path.exists(idx):
+            if scan:
+                return _scan_recordio(path)
             raise FileNotFoundError(
                 f"{path} has no index {idx}; build it with `feedline index {path}`"
             )
         return IndexedRecordIO(idx, path, "r")
     from feedline.formats.tfrecord import TFRecordFile
 
-    return TFRecordFile(path)
+    return TFRecordFile(path, index_path=index)
+
+
+def _scan_recordio(path: str) -> Any:
+    """An ``IndexedRecordIO`` over ``path`` from one scan of its records (no ``.idx``
+    file is written beside it; the temporary one is gone once read)."""
+    import tempfile
+
+    from feedline.formats import recordio
+
+    with tempfile.TemporaryDirectory(prefix="feedline-scan-") as tmp:
+        idx = os.path.join(tmp, "scan.idx")
+        recordio.build_index(path, idx)
+        reader = recordio.IndexedRecordIO(idx, path, "r")
+    reader.idx_path = f"{path} (scanned, no .idx)"
+    return reader
 
 
 class IndexedRecordFiles(RandomAccessDataset):
-    """Random access over the records of several indexed files, in file order."""
+    """Random access over the records of several indexed files, in file order.
 
-    def __init__(self, paths: Sequence[str], formats: Sequence[str]) -> None:
+    ``index_paths`` (one per file, ``None`` for the default: ``x.idx`` beside ``x.rec``,
+    ``<path>.index`` for TFRecord) names each file's index; with ``scan=True`` a RecordIO
+    file without an index is scanned once here (nothing written) and the offsets travel
+    with the dataset into worker processes. ``starts[i]`` is the position of file ``i``'s
+    first record; :meth:`locate` maps a position to ``(path, record number in the file)``.
+    """
+
+    def __init__(self, paths: Sequence[str], formats: Sequence[str], *,
+                 index_paths: Sequence[str | None] | None = None, scan: bool = False) -> None:
         super().__init__()
         self._paths = list(paths)
         self._formats = list(formats)
+        self._index_paths = list(index_paths) if index_paths is not None else [None] * len(self._paths)
+        if len(self._index_paths) != len(self._paths):
+            raise ValueError(f"`index_paths` names {len(self._index_paths)} index(es) for "
+                             f"{len(self._paths)} file(s)")
+        self._scan = bool(scan)
+        self._keep: set[int] = set()  # files scanned here: their readers travel when pickled
         self._files: list[Any] = [None] * len(self._paths)
         self._starts = [0]
         for i in range(len(self._paths)):
             self._starts.append(self._starts[-1] + len(self._file(i)))
+            if getattr(self._files[i], "idx_path", "").endswith("(scanned, no .idx)"):
+                self._keep.add(i)
 
     def _file(self, i: int) -> Any:
         f = self._files[i]
         if f is None:
-            f = self._files[i] = _open(self._paths[i], self._formats[i])
+            f = self._files[i] = _open(self._paths[i], self._formats[i], self._index_paths[i],
+                                       self._scan)
         return f
 
     @property
     def name(self) -> str:
         return f"records({len(self._paths)} files)"
+
+    @property
+    def paths(self) -> list[str]:
+        """The files, in order."""
+        return list(self._paths)
+
+    @property
+    def starts(self) -> list[int]:
+        """Position of each file's first record (one entry per file)."""
+        return self._starts[:-1]
+
+    def locate(self, position: int) -> tuple[str, int]:
+        """``(path, record number in that file)`` of record ``position`` (``0 <=
+        position < len(self)``)."""
+        i = bisect.bisect_right(self._starts, position) - 1
+        i = min(i, len(self._paths) - 1)
+        return self._paths[i], position - self._starts[i]
 
     def __len__(self) -> int:
         return self._starts[-1]
@@ -90,9 +146,16 @@ class IndexedRecordFiles(RandomAccessDataset):
         i = bisect.bisect_right(self._starts, index) - 1
         return self._file(i)[index - self._starts[i]]
 
+    def _release(self) -> None:
+        for i, f in enumerate(self._files):
+            if hasattr(f, "close"):
+                f.close()  # a scanned reader keeps its offsets and reopens on the next read
+                if i not in self._keep:
+                    self._files[i] = None
+
     def __getstate__(self) -> dict:  # reopen files in worker processes
         state = self.__dict__.copy()
-        state["_files"] = [None] * len(self._paths)
+        state["_files"] = [f if i in self._keep else None for i, f in enumerate(self._files)]
         return state
 
 
