@@ -299,6 +299,15 @@ def test_damaged_row_group_names_file_and_row_group(tmp_path):
         ds[1]
 
 
+def test_a_file_removed_after_opening_is_not_called_corrupt(tmp_path):
+    path = make_ids(tmp_path, 8, 4)
+    ds = read_batches(path, batch_size=4)
+    ds.close()  # drops the open file and the decoded fragments
+    os.remove(path)
+    with pytest.raises(FileNotFoundError):
+        ds[1]
+
+
 def test_not_a_table_file(tmp_path):
     path = tmp_path / "x.parquet"
     path.write_bytes(b"hello world, not parquet")
@@ -426,3 +435,25 @@ def test_readme_example(tmp_path, monkeypatch):
     assert len(rest) == 39 and rest[-1]["x"][-1] == 9999 * 0.5
     assert sum(len(b["id"]) for b in mine) == 2_000  # 10 row groups / 4 parts: 3,3,2,2
     assert [r["text"] for r in sst2["train"]] == ["a", "b"] and len(sst2["validation"]) == 1
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(0, 60), row_group=st.integers(1, 13), batch=st.integers(1, 17),
+       parts=st.integers(1, 5), seed=st.integers(0, 3))
+def test_batches_and_splits_cover_every_row_once(tmp_path_factory, n, row_group, batch, parts,
+                                                 seed):
+    path = tmp_path_factory.mktemp("h") / "t.parquet"
+    pq.write_table(pa.table({"id": pa.array(np.arange(n, dtype=np.int64))}), path,
+                   row_group_size=row_group)
+    ds = read_batches(str(path), batch_size=batch)
+    got = [b["id"].tolist() for b in ds]
+    assert got == [list(range(i, min(i + batch, n))) for i in range(0, n, batch)]
+    frags = read_fragments(str(path)).global_shuffle(seed=seed)
+    pieces = [rebatch(split(frags, p, parts, policy="none"), batch).iterator(epoch=0)
+              for p in range(parts)]
+    ids = [i for it in pieces for b in it for i in b["id"].tolist()]
+    assert sorted(ids) == list(range(n))

@@ -287,7 +287,7 @@ class TableFiles:
         pa = _pa()
         file_index, local = self.fragment_file[k], self.fragment_local[k]
         with self._lock:
-            handle = self._handle(file_index)
+            handle = self._handle(file_index)  # a file gone since: FileNotFoundError
             try:
                 if handle.kind == "parquet":
                     table = handle.reader.read_row_group(local, columns=self.columns)
