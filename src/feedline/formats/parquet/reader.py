@@ -60,7 +60,7 @@ from feedline._validate import non_negative_int, positive_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateNotSupportedError
-from feedline.formats.parquet._convert import to_numpy, to_python
+from feedline.formats.parquet._convert import numpy_or_arrow, slice_numpy, to_numpy, to_python
 from feedline.formats.parquet.arrow import TableFiles
 
 __all__ = [
@@ -174,8 +174,8 @@ class RowsDataset(_TableDataset):
             yield dict(zip(names, [c[j] for c in cols]))
 
 
-def _slice(arrays: dict[str, np.ndarray], lo: int, hi: int) -> dict[str, np.ndarray]:
-    return {name: a[lo:hi] for name, a in arrays.items()}
+def _slice(columns: dict[str, Any], lo: int, hi: int) -> dict[str, np.ndarray]:
+    return {name: slice_numpy(c, lo, hi) for name, c in columns.items()}
 
 
 class BatchesDataset(_TableDataset):
@@ -195,8 +195,8 @@ class BatchesDataset(_TableDataset):
         n = self._files.num_rows
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
-    def _convert(self, table: Any) -> dict[str, np.ndarray]:
-        return {name: to_numpy(table.column(i)) for i, name in enumerate(self._names)}
+    def _convert(self, table: Any) -> dict[str, Any]:
+        return {name: numpy_or_arrow(table.column(i)) for i, name in enumerate(self._names)}
 
     def _getitem(self, index: int) -> dict[str, np.ndarray]:
         index %= len(self)
