@@ -2,8 +2,9 @@
 
 Batch columns (:func:`to_numpy`):
 
-* integers, floats and booleans without nulls: a numpy array of the same dtype, a
-  read-only view of Arrow's memory (no copy);
+* integers and floats without nulls: a numpy array of the same dtype, a read-only view
+  of Arrow's memory (no copy); booleans without nulls: a ``bool`` array (unpacked from
+  Arrow's bits);
 * fixed-size lists (nested too) of such values, without nulls: one ``(n, size, ...)``
   array;
 * strings / binary: a numpy ``object`` array of ``str`` / ``bytes``;
@@ -11,6 +12,11 @@ Batch columns (:func:`to_numpy`):
   ``pyarrow.Array.to_numpy(zero_copy_only=False)``: lists become an ``object`` array of
   1-D arrays, structs an ``object`` array of dicts, integers with nulls ``float64`` with
   NaN.
+
+:func:`numpy_or_arrow` and :func:`slice_numpy` give the same arrays batch by batch: a
+column whose array holds no Python objects is converted once per fragment and sliced
+(views), any other column is kept as Arrow data and converted one batch at a time, so
+that only one batch's worth of Python objects exists at once.
 
 Row values (:func:`to_python`) are what ``pyarrow.Array.to_pylist`` gives (``int``,
 ``float``, ``str``, ``bytes``, ``list``, ``dict``, ``None`` for nulls, ``datetime``).
