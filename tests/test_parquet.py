@@ -259,6 +259,16 @@ def test_worker_processes_read_their_own_fragments(tmp_path):
         assert list(it) == inline
 
 
+def test_threads_share_one_reader(tmp_path):
+    path = make_ids(tmp_path, 300, 7)
+    ds = read_rows(path, cache_fragments=3).global_shuffle(seed=5)
+    expected = [r["sq"] for r in ds.iterator(epoch=0)]
+    threaded = ds.map(lambda r: r["sq"], workers=2, backend="thread")
+    with threaded.iterator(epoch=0) as it:
+        assert list(it) == expected
+    assert sorted(expected) == [i * i for i in range(300)]
+
+
 # ---------------------------------------------------------------------- damage
 def test_truncated_file_is_a_named_error(tmp_path):
     path = make_ids(tmp_path, 50, 10)
