@@ -318,6 +318,28 @@ def test_a_file_removed_after_opening_is_not_called_corrupt(tmp_path):
         ds[1]
 
 
+def test_damaged_row_group_is_skipped_and_counted_in_the_fragment_path(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"x": np.arange(90, dtype=np.int32)}), path, row_group_size=30,
+                   compression="none")
+    offset = pq.ParquetFile(path).metadata.row_group(1).column(0).data_page_offset
+    data = bytearray(path.read_bytes())
+    data[offset:offset + 40] = b"\xff" * 40
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError, match="row group 1 does not decode"):
+        read_fragments(str(path)).to_list()
+    frags = read_fragments(str(path), on_error="skip")
+    empty = frags[1]
+    assert empty["x"].dtype == np.int32 and len(empty["x"]) == 0
+    ids = [i for b in rebatch(frags, 25) for i in b["x"].tolist()]
+    assert ids == list(range(30)) + list(range(60, 90))
+    assert frags.skipped == [(str(path), 1), (str(path), 1)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        read_fragments(str(path), on_error="warn")[1]
+    assert any("row group 1 does not decode" in str(w.message) for w in caught)
+
+
 def test_not_a_table_file(tmp_path):
     path = tmp_path / "x.parquet"
     path.write_bytes(b"hello world, not parquet")

@@ -23,7 +23,9 @@ Damage: a file that is not Parquet or Arrow, or whose footer or stream cannot be
 (a truncated download), raises :class:`~feedline.exceptions.CorruptRecordError` naming
 the file when it is opened; with ``on_error="skip"`` or ``"warn"`` the file is left out
 instead and listed in :attr:`TableFiles.skipped`. A row group that fails to decode
-raises ``CorruptRecordError`` naming the file and the row group.
+raises ``CorruptRecordError`` naming the file and the row group (``read_fragments``
+can skip and count it instead; rows and fixed-size batches cannot, since their count
+is fixed when the files are opened).
 
 >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
 >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")

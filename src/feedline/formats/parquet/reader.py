@@ -48,6 +48,7 @@ Numeric batch columns are read-only views of Arrow's memory; copy one
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -56,12 +57,15 @@ from typing import Any
 
 import numpy as np
 
+from feedline._on_error import check_on_error, report
 from feedline._validate import non_negative_int, positive_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
-from feedline.exceptions import StateNotSupportedError
+from feedline.exceptions import CorruptRecordError, StateNotSupportedError
 from feedline.formats.parquet._convert import numpy_or_arrow, slice_numpy, to_numpy, to_python
 from feedline.formats.parquet.arrow import TableFiles
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "read_rows",
@@ -218,7 +222,19 @@ class BatchesDataset(_TableDataset):
 
 class FragmentsDataset(_TableDataset):
     """Whole row groups / record batches as dicts of numpy arrays; made by
-    :func:`read_fragments`."""
+    :func:`read_fragments`.
+
+    ``on_error`` (``"raise"``, ``"skip"``, ``"warn"``) also applies to a fragment that
+    does not decode: under ``"skip"``/``"warn"`` it is read as a fragment of zero rows
+    (arrays of length 0 with the column's dtype, which :func:`rebatch` passes over) and
+    ``(path, fragment index)`` is appended to :attr:`skipped` — in the process that read
+    it (a worker process keeps its own list).
+    """
+
+    def __init__(self, files: TableFiles, cache_fragments: int, on_error: str = "raise") -> None:
+        super().__init__(files, cache_fragments)
+        self._on_error = check_on_error(on_error)
+        self.skipped: list[tuple[str, int]] = []
 
     @property
     def name(self) -> str:
@@ -231,7 +247,17 @@ class FragmentsDataset(_TableDataset):
         return {name: to_numpy(table.column(i)) for i, name in enumerate(self._names)}
 
     def _getitem(self, index: int) -> dict[str, np.ndarray]:
-        return dict(self._fragment(index % self._files.num_fragments))
+        k = index % self._files.num_fragments
+        if self._on_error == "raise":
+            return dict(self._fragment(k))
+        try:
+            return dict(self._fragment(k))
+        except CorruptRecordError as exc:
+            report(exc, self._on_error, stacklevel=2)
+            files = self._files
+            self.skipped.append((files.paths[files.fragment_file[k]], k))
+            logger.info("skipped damaged fragment %d: %s", k, exc)
+            return self._convert(files.schema.empty_table())
 
 
 #: file name endings kept when a directory is given
@@ -309,7 +335,8 @@ def read_fragments(paths: str | os.PathLike | Sequence[str | os.PathLike] | Tabl
                    storage_options: dict | None = None) -> FragmentsDataset:
     """Whole row groups (Parquet) / record batches (Arrow) as dicts of numpy arrays, the
     unit to split over ranks and workers; see the module docstring. Arguments as for
-    :func:`read_rows`.
+    :func:`read_rows`; ``on_error`` also covers a row group that does not decode (see
+    :class:`FragmentsDataset`).
 
     >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
@@ -318,7 +345,7 @@ def read_fragments(paths: str | os.PathLike | Sequence[str | os.PathLike] | Tabl
     [[0, 1], [2, 3], [4]]
     """
     return FragmentsDataset(_files(paths, columns, format, on_error, storage_options),
-                            cache_fragments)
+                            cache_fragments, on_error)
 
 
 # ---------------------------------------------------------------------- rebatch
