@@ -265,7 +265,7 @@ TABLE_SUFFIXES = (".parquet", ".pq", ".parq", ".arrow", ".feather", ".ipc")
 
 
 def _files(paths: Any, columns: Sequence[str] | None, format: str, on_error: str,
-           storage_options: dict | None) -> TableFiles:
+           storage_options: dict | None, min_fragment_rows: int = 1) -> TableFiles:
     from feedline.io.fs import expand, is_remote
 
     if isinstance(paths, TableFiles):
@@ -282,12 +282,12 @@ def _files(paths: Any, columns: Sequence[str] | None, format: str, on_error: str
                 raise FileNotFoundError(f"no {'/'.join(TABLE_SUFFIXES)} file in folder {p!r}")
         listed.extend(found)
     return TableFiles(listed, columns=columns, format=format, on_error=on_error,
-                      storage_options=storage_options)
+                      min_fragment_rows=min_fragment_rows, storage_options=storage_options)
 
 
 def read_rows(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFiles, *,
               columns: Sequence[str] | None = None, format: str = "auto",
-              on_error: str = "raise", cache_fragments: int = 2,
+              on_error: str = "raise", cache_fragments: int = 2, min_fragment_rows: int = 1,
               storage_options: dict | None = None) -> RowsDataset:
     """Rows of Parquet / Arrow IPC files as dicts; see the module docstring.
 
@@ -295,7 +295,7 @@ def read_rows(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFile
     :func:`feedline.io.fs.expand`, each pattern's matches sorted; of a local directory only
     the files ending in one of :data:`TABLE_SUFFIXES` are read), or a
     :class:`~feedline.formats.parquet.arrow.TableFiles`. ``columns``, ``format``,
-    ``on_error``, ``storage_options``: as for ``TableFiles``. ``cache_fragments``: how
+    ``on_error``, ``min_fragment_rows``, ``storage_options``: as for ``TableFiles``. ``cache_fragments``: how
     many decoded fragments to keep.
 
     >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
@@ -304,14 +304,14 @@ def read_rows(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFile
     >>> read_rows(path).to_list()
     [{'id': 7, 'tags': ['a']}, {'id': 8, 'tags': []}]
     """
-    return RowsDataset(_files(paths, columns, format, on_error, storage_options),
-                       cache_fragments)
+    return RowsDataset(_files(paths, columns, format, on_error, storage_options,
+                              min_fragment_rows), cache_fragments)
 
 
 def read_batches(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFiles, *,
                  batch_size: int, drop_last: bool = False,
                  columns: Sequence[str] | None = None, format: str = "auto",
-                 on_error: str = "raise", cache_fragments: int = 2,
+                 on_error: str = "raise", cache_fragments: int = 2, min_fragment_rows: int = 1,
                  storage_options: dict | None = None) -> BatchesDataset:
     """Batches of ``batch_size`` rows as dicts of numpy arrays; see the module docstring.
     A batch inside one fragment is a set of views; one spanning fragments is
@@ -325,13 +325,13 @@ def read_batches(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableF
     (2, 'float64', [3.5])
     """
     positive_int("batch_size", batch_size)
-    return BatchesDataset(_files(paths, columns, format, on_error, storage_options),
-                          cache_fragments, batch_size, drop_last)
+    return BatchesDataset(_files(paths, columns, format, on_error, storage_options,
+                                 min_fragment_rows), cache_fragments, batch_size, drop_last)
 
 
 def read_fragments(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFiles, *,
                    columns: Sequence[str] | None = None, format: str = "auto",
-                   on_error: str = "raise", cache_fragments: int = 1,
+                   on_error: str = "raise", cache_fragments: int = 1, min_fragment_rows: int = 1,
                    storage_options: dict | None = None) -> FragmentsDataset:
     """Whole row groups (Parquet) / record batches (Arrow) as dicts of numpy arrays, the
     unit to split over ranks and workers; see the module docstring. Arguments as for
@@ -344,8 +344,8 @@ def read_fragments(paths: str | os.PathLike | Sequence[str | os.PathLike] | Tabl
     >>> [f["v"].tolist() for f in read_fragments(path)]
     [[0, 1], [2, 3], [4]]
     """
-    return FragmentsDataset(_files(paths, columns, format, on_error, storage_options),
-                            cache_fragments, on_error)
+    return FragmentsDataset(_files(paths, columns, format, on_error, storage_options,
+                                   min_fragment_rows), cache_fragments, on_error)
 
 
 # ---------------------------------------------------------------------- rebatch
