@@ -168,6 +168,10 @@ def main(argv: list[str] | None = None) -> None:
             ("saved dataset", "feedline `load_from_disk(batch_size=)`"):
                 None if not have_saved else
                 lambda c=columns: drain(fp.load_from_disk(saved, batch_size=bs, columns=c)),
+            ("saved dataset", "feedline `load_from_disk(batch_size=, min_fragment_rows=65536)`"):
+                None if not have_saved else
+                lambda c=columns: drain(fp.load_from_disk(saved, batch_size=bs, columns=c,
+                                                          min_fragment_rows=ROW_GROUP)),
             ("saved dataset", "datasets `.with_format(\"numpy\").iter(batch_size=)`"): None,
         }
         if hf is not None:
