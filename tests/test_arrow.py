@@ -61,6 +61,23 @@ def test_ipc_record_batches_are_fragments(tmp_path, stream):
     assert_resumes_everywhere(read_batches(path, batch_size=5).global_shuffle(seed=1).map(as_lists))
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["file", "stream"])
+def test_min_fragment_rows_joins_record_batches(tmp_path, stream):
+    parts = [table(0, 4), table(4, 3), table(7, 5), table(12, 2)]
+    path = write_ipc(tmp_path / "t.arrow", parts, stream=stream)
+    frags = read_fragments(path, min_fragment_rows=6)
+    assert frags.files.fragment_rows == [7, 7]
+    assert frags.files.fragment_span == [2, 2]
+    assert frags[1]["id"].tolist() == list(range(7, 14)) and frags[1]["vec"].shape == (7, 2)
+    assert read_fragments(path, min_fragment_rows=100).files.fragment_rows == [14]
+    joined = read_batches(path, batch_size=4, min_fragment_rows=6)
+    assert [b["text"].tolist() for b in joined] == \
+        [[f"t{i}" for i in range(j, min(j + 4, 14))] for j in range(0, 14, 4)]
+    assert_resumes_everywhere(joined.map(as_lists))
+    with pytest.raises(ValueError, match="`min_fragment_rows` must be a positive int, got 0"):
+        read_rows(path, min_fragment_rows=0)
+
+
 def test_feather_v2_file(tmp_path):
     feather = pytest.importorskip("pyarrow.feather")
     path = str(tmp_path / "t.feather")
@@ -117,6 +134,9 @@ def test_save_to_disk_batches_match_datasets_numpy_iteration(tmp_path, hf_datase
     folder = tmp_path / "saved"
     hf_dataset.save_to_disk(str(folder))
     ours = load_from_disk(folder, batch_size=8, columns=["idx", "label"]).to_list()
+    joined = load_from_disk(folder, batch_size=8, columns=["idx", "label"], min_fragment_rows=64)
+    assert len(joined.files.fragment_rows) == 1
+    assert [b["idx"].tolist() for b in joined] == [b["idx"].tolist() for b in ours]
     theirs = list(datasets.load_from_disk(str(folder)).with_format("numpy")
                   .select_columns(["idx", "label"]).iter(batch_size=8))
     assert len(ours) == len(theirs) == 4

@@ -259,6 +259,16 @@ def test_worker_processes_read_their_own_fragments(tmp_path):
         assert list(it) == inline
 
 
+def test_threads_share_one_reader(tmp_path):
+    path = make_ids(tmp_path, 300, 7)
+    ds = read_rows(path, cache_fragments=3).global_shuffle(seed=5)
+    expected = [r["sq"] for r in ds.iterator(epoch=0)]
+    threaded = ds.map(lambda r: r["sq"], workers=2, backend="thread")
+    with threaded.iterator(epoch=0) as it:
+        assert list(it) == expected
+    assert sorted(expected) == [i * i for i in range(300)]
+
+
 # ---------------------------------------------------------------------- damage
 def test_truncated_file_is_a_named_error(tmp_path):
     path = make_ids(tmp_path, 50, 10)
@@ -297,6 +307,37 @@ def test_damaged_row_group_names_file_and_row_group(tmp_path):
     assert ds[0]["x"].tolist() == list(range(50))
     with pytest.raises(CorruptRecordError, match=r"d\.parquet: row group 1 does not decode"):
         ds[1]
+
+
+def test_a_file_removed_after_opening_is_not_called_corrupt(tmp_path):
+    path = make_ids(tmp_path, 8, 4)
+    ds = read_batches(path, batch_size=4)
+    ds.close()  # drops the open file and the decoded fragments
+    os.remove(path)
+    with pytest.raises(FileNotFoundError):
+        ds[1]
+
+
+def test_damaged_row_group_is_skipped_and_counted_in_the_fragment_path(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"x": np.arange(90, dtype=np.int32)}), path, row_group_size=30,
+                   compression="none")
+    offset = pq.ParquetFile(path).metadata.row_group(1).column(0).data_page_offset
+    data = bytearray(path.read_bytes())
+    data[offset:offset + 40] = b"\xff" * 40
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError, match="row group 1 does not decode"):
+        read_fragments(str(path)).to_list()
+    frags = read_fragments(str(path), on_error="skip")
+    empty = frags[1]
+    assert empty["x"].dtype == np.int32 and len(empty["x"]) == 0
+    ids = [i for b in rebatch(frags, 25) for i in b["x"].tolist()]
+    assert ids == list(range(30)) + list(range(60, 90))
+    assert frags.skipped == [(str(path), 1), (str(path), 1)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        read_fragments(str(path), on_error="warn")[1]
+    assert any("row group 1 does not decode" in str(w.message) for w in caught)
 
 
 def test_not_a_table_file(tmp_path):
@@ -426,3 +467,25 @@ def test_readme_example(tmp_path, monkeypatch):
     assert len(rest) == 39 and rest[-1]["x"][-1] == 9999 * 0.5
     assert sum(len(b["id"]) for b in mine) == 2_000  # 10 row groups / 4 parts: 3,3,2,2
     assert [r["text"] for r in sst2["train"]] == ["a", "b"] and len(sst2["validation"]) == 1
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(0, 60), row_group=st.integers(1, 13), batch=st.integers(1, 17),
+       parts=st.integers(1, 5), seed=st.integers(0, 3))
+def test_batches_and_splits_cover_every_row_once(tmp_path_factory, n, row_group, batch, parts,
+                                                 seed):
+    path = tmp_path_factory.mktemp("h") / "t.parquet"
+    pq.write_table(pa.table({"id": pa.array(np.arange(n, dtype=np.int64))}), path,
+                   row_group_size=row_group)
+    ds = read_batches(str(path), batch_size=batch)
+    got = [b["id"].tolist() for b in ds]
+    assert got == [list(range(i, min(i + batch, n))) for i in range(0, n, batch)]
+    frags = read_fragments(str(path)).global_shuffle(seed=seed)
+    pieces = [rebatch(split(frags, p, parts, policy="none"), batch).iterator(epoch=0)
+              for p in range(parts)]
+    ids = [i for it in pieces for b in it for i in b["id"].tolist()]
+    assert sorted(ids) == list(range(n))

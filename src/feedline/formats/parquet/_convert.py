@@ -2,8 +2,9 @@
 
 Batch columns (:func:`to_numpy`):
 
-* integers, floats and booleans without nulls: a numpy array of the same dtype, a
-  read-only view of Arrow's memory (no copy);
+* integers and floats without nulls: a numpy array of the same dtype, a read-only view
+  of Arrow's memory (no copy); booleans without nulls: a ``bool`` array (unpacked from
+  Arrow's bits);
 * fixed-size lists (nested too) of such values, without nulls: one ``(n, size, ...)``
   array;
 * strings / binary: a numpy ``object`` array of ``str`` / ``bytes``;
@@ -11,6 +12,11 @@ Batch columns (:func:`to_numpy`):
   ``pyarrow.Array.to_numpy(zero_copy_only=False)``: lists become an ``object`` array of
   1-D arrays, structs an ``object`` array of dicts, integers with nulls ``float64`` with
   NaN.
+
+:func:`numpy_or_arrow` and :func:`slice_numpy` give the same arrays batch by batch: a
+column whose array holds no Python objects is converted once per fragment and sliced
+(views), any other column is kept as Arrow data and converted one batch at a time, so
+that only one batch's worth of Python objects exists at once.
 
 Row values (:func:`to_python`) are what ``pyarrow.Array.to_pylist`` gives (``int``,
 ``float``, ``str``, ``bytes``, ``list``, ``dict``, ``None`` for nulls, ``datetime``).
@@ -32,7 +38,7 @@ import numpy as np
 
 from feedline._internal.optional import require
 
-__all__ = ["to_numpy", "to_python"]
+__all__ = ["to_numpy", "to_python", "numpy_or_arrow", "slice_numpy"]
 
 
 def _pa() -> Any:
@@ -71,3 +77,32 @@ def to_python(arr: Any) -> list:
     if arr.null_count == 0 and _fast_python(arr.type):
         return arr.to_numpy(zero_copy_only=False).tolist()
     return arr.to_pylist()
+
+
+def _vectorised(t: Any) -> bool:
+    """True for types whose numpy array holds no Python objects."""
+    pa = _pa()
+    if pa.types.is_fixed_size_list(t):
+        return _vectorised(t.value_type)
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_temporal(t))
+
+
+def numpy_or_arrow(arr: Any) -> Any:
+    """A whole column kept for slicing: its numpy array when that holds no Python objects
+    (numbers, booleans, times, fixed-size lists of them, no nulls), else the Arrow array
+    itself, converted slice by slice by :func:`slice_numpy` so that only the rows of one
+    batch become Python objects at a time."""
+    pa = _pa()
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if arr.null_count == 0 and _vectorised(arr.type):
+        return to_numpy(arr)
+    return arr
+
+
+def slice_numpy(column: Any, lo: int, hi: int) -> np.ndarray:
+    """Rows ``lo .. hi - 1`` of a column made by :func:`numpy_or_arrow`, as numpy."""
+    if isinstance(column, np.ndarray):
+        return column[lo:hi]
+    return to_numpy(column.slice(lo, hi - lo))

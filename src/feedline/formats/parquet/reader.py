@@ -48,6 +48,7 @@ Numeric batch columns are read-only views of Arrow's memory; copy one
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -56,12 +57,15 @@ from typing import Any
 
 import numpy as np
 
+from feedline._internal.on_error import check_on_error, report
 from feedline._internal.validate import non_negative_int, positive_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
-from feedline.exceptions import StateNotSupportedError
-from feedline.formats.parquet._convert import to_numpy, to_python
+from feedline.exceptions import CorruptRecordError, StateNotSupportedError
+from feedline.formats.parquet._convert import numpy_or_arrow, slice_numpy, to_numpy, to_python
 from feedline.formats.parquet.arrow import TableFiles
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "read_rows",
@@ -174,8 +178,8 @@ class RowsDataset(_TableDataset):
             yield dict(zip(names, [c[j] for c in cols]))
 
 
-def _slice(arrays: dict[str, np.ndarray], lo: int, hi: int) -> dict[str, np.ndarray]:
-    return {name: a[lo:hi] for name, a in arrays.items()}
+def _slice(columns: dict[str, Any], lo: int, hi: int) -> dict[str, np.ndarray]:
+    return {name: slice_numpy(c, lo, hi) for name, c in columns.items()}
 
 
 class BatchesDataset(_TableDataset):
@@ -195,8 +199,8 @@ class BatchesDataset(_TableDataset):
         n = self._files.num_rows
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
-    def _convert(self, table: Any) -> dict[str, np.ndarray]:
-        return {name: to_numpy(table.column(i)) for i, name in enumerate(self._names)}
+    def _convert(self, table: Any) -> dict[str, Any]:
+        return {name: numpy_or_arrow(table.column(i)) for i, name in enumerate(self._names)}
 
     def _getitem(self, index: int) -> dict[str, np.ndarray]:
         index %= len(self)
@@ -218,7 +222,19 @@ class BatchesDataset(_TableDataset):
 
 class FragmentsDataset(_TableDataset):
     """Whole row groups / record batches as dicts of numpy arrays; made by
-    :func:`read_fragments`."""
+    :func:`read_fragments`.
+
+    ``on_error`` (``"raise"``, ``"skip"``, ``"warn"``) also applies to a fragment that
+    does not decode: under ``"skip"``/``"warn"`` it is read as a fragment of zero rows
+    (arrays of length 0 with the column's dtype, which :func:`rebatch` passes over) and
+    ``(path, fragment index)`` is appended to :attr:`skipped` — in the process that read
+    it (a worker process keeps its own list).
+    """
+
+    def __init__(self, files: TableFiles, cache_fragments: int, on_error: str = "raise") -> None:
+        super().__init__(files, cache_fragments)
+        self._on_error = check_on_error(on_error)
+        self.skipped: list[tuple[str, int]] = []
 
     @property
     def name(self) -> str:
@@ -231,7 +247,17 @@ class FragmentsDataset(_TableDataset):
         return {name: to_numpy(table.column(i)) for i, name in enumerate(self._names)}
 
     def _getitem(self, index: int) -> dict[str, np.ndarray]:
-        return dict(self._fragment(index % self._files.num_fragments))
+        k = index % self._files.num_fragments
+        if self._on_error == "raise":
+            return dict(self._fragment(k))
+        try:
+            return dict(self._fragment(k))
+        except CorruptRecordError as exc:
+            report(exc, self._on_error, stacklevel=2)
+            files = self._files
+            self.skipped.append((files.paths[files.fragment_file[k]], k))
+            logger.info("skipped damaged fragment %d: %s", k, exc)
+            return self._convert(files.schema.empty_table())
 
 
 #: file name endings kept when a directory is given
@@ -239,7 +265,7 @@ TABLE_SUFFIXES = (".parquet", ".pq", ".parq", ".arrow", ".feather", ".ipc")
 
 
 def _files(paths: Any, columns: Sequence[str] | None, format: str, on_error: str,
-           storage_options: dict | None) -> TableFiles:
+           storage_options: dict | None, min_fragment_rows: int = 1) -> TableFiles:
     from feedline.storage.fs import expand, is_remote
 
     if isinstance(paths, TableFiles):
@@ -256,12 +282,12 @@ def _files(paths: Any, columns: Sequence[str] | None, format: str, on_error: str
                 raise FileNotFoundError(f"no {'/'.join(TABLE_SUFFIXES)} file in folder {p!r}")
         listed.extend(found)
     return TableFiles(listed, columns=columns, format=format, on_error=on_error,
-                      storage_options=storage_options)
+                      min_fragment_rows=min_fragment_rows, storage_options=storage_options)
 
 
 def read_rows(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFiles, *,
               columns: Sequence[str] | None = None, format: str = "auto",
-              on_error: str = "raise", cache_fragments: int = 2,
+              on_error: str = "raise", cache_fragments: int = 2, min_fragment_rows: int = 1,
               storage_options: dict | None = None) -> RowsDataset:
     """Rows of Parquet / Arrow IPC files as dicts; see the module docstring.
 
@@ -269,7 +295,7 @@ def read_rows(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFile
     :func:`feedline.storage.fs.expand`, each pattern's matches sorted; of a local directory only
     the files ending in one of :data:`TABLE_SUFFIXES` are read), or a
     :class:`~feedline.formats.parquet.arrow.TableFiles`. ``columns``, ``format``,
-    ``on_error``, ``storage_options``: as for ``TableFiles``. ``cache_fragments``: how
+    ``on_error``, ``min_fragment_rows``, ``storage_options``: as for ``TableFiles``. ``cache_fragments``: how
     many decoded fragments to keep.
 
     >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
@@ -278,14 +304,14 @@ def read_rows(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFile
     >>> read_rows(path).to_list()
     [{'id': 7, 'tags': ['a']}, {'id': 8, 'tags': []}]
     """
-    return RowsDataset(_files(paths, columns, format, on_error, storage_options),
-                       cache_fragments)
+    return RowsDataset(_files(paths, columns, format, on_error, storage_options,
+                              min_fragment_rows), cache_fragments)
 
 
 def read_batches(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFiles, *,
                  batch_size: int, drop_last: bool = False,
                  columns: Sequence[str] | None = None, format: str = "auto",
-                 on_error: str = "raise", cache_fragments: int = 2,
+                 on_error: str = "raise", cache_fragments: int = 2, min_fragment_rows: int = 1,
                  storage_options: dict | None = None) -> BatchesDataset:
     """Batches of ``batch_size`` rows as dicts of numpy arrays; see the module docstring.
     A batch inside one fragment is a set of views; one spanning fragments is
@@ -299,17 +325,18 @@ def read_batches(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableF
     (2, 'float64', [3.5])
     """
     positive_int("batch_size", batch_size)
-    return BatchesDataset(_files(paths, columns, format, on_error, storage_options),
-                          cache_fragments, batch_size, drop_last)
+    return BatchesDataset(_files(paths, columns, format, on_error, storage_options,
+                                 min_fragment_rows), cache_fragments, batch_size, drop_last)
 
 
 def read_fragments(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFiles, *,
                    columns: Sequence[str] | None = None, format: str = "auto",
-                   on_error: str = "raise", cache_fragments: int = 1,
+                   on_error: str = "raise", cache_fragments: int = 1, min_fragment_rows: int = 1,
                    storage_options: dict | None = None) -> FragmentsDataset:
     """Whole row groups (Parquet) / record batches (Arrow) as dicts of numpy arrays, the
     unit to split over ranks and workers; see the module docstring. Arguments as for
-    :func:`read_rows`.
+    :func:`read_rows`; ``on_error`` also covers a row group that does not decode (see
+    :class:`FragmentsDataset`).
 
     >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
@@ -317,8 +344,8 @@ def read_fragments(paths: str | os.PathLike | Sequence[str | os.PathLike] | Tabl
     >>> [f["v"].tolist() for f in read_fragments(path)]
     [[0, 1], [2, 3], [4]]
     """
-    return FragmentsDataset(_files(paths, columns, format, on_error, storage_options),
-                            cache_fragments)
+    return FragmentsDataset(_files(paths, columns, format, on_error, storage_options,
+                                   min_fragment_rows), cache_fragments, on_error)
 
 
 # ---------------------------------------------------------------------- rebatch

@@ -123,7 +123,15 @@ class ParquetWriter(Closeable):
 
     def write_batch(self, batch: Any) -> None:
         """Add the rows of a column batch: a dict of equal-length arrays (numpy, lists,
-        pyarrow arrays) or a ``pyarrow.Table``/``RecordBatch``."""
+        pyarrow arrays) or a ``pyarrow.Table``/``RecordBatch``.
+
+        >>> import os, tempfile, numpy as np, pyarrow.parquet as pq
+        >>> path = os.path.join(tempfile.mkdtemp(), "b.parquet")
+        >>> with ParquetWriter(path) as w:
+        ...     w.write_batch({"xy": np.zeros((2, 3), np.float32), "k": np.array([1, 2])})
+        >>> pq.read_schema(path).field("xy").type.list_size, w.rows_written
+        (3, 2)
+        """
         pa = _pa()
         self._check_open()
         if isinstance(batch, pa.RecordBatch):
