@@ -96,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[".jpeg,.jpg,.png"],
         help="image file endings for a folder source, space- or comma-separated "
-        "(default .jpeg .jpg .png)",
+        "(default .jpeg .jpg .png); give it after SOURCE OUTPUT",
     )
     group = parser.add_argument_group("list mode (im2rec --list)")
     group.add_argument("--list", action="store_true",

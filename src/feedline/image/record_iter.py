@@ -62,7 +62,8 @@ Semantics, field by field:
   ``pad == 0``. ``round_batch=False`` yields a smaller last batch with ``pad == 0`` —
   MXNet 1.9.1 also reports ``pad == 0`` there, but returns a full-size array whose
   trailing rows are left over from the previous batch; feedline returns only the real
-  rows. ``batch.index`` holds the global record positions of the rows (``int64``).
+  rows. ``batch.index`` holds the global record positions of the rows (``int64``;
+  MXNet 1.9.1's ImageRecordIter leaves it all zeros).
 * **labels**: from each record's header (``label_width`` of them), or, with
   ``path_imglist``, from an MXNet ``.lst`` file, looked up by the record's image index
   (its header id; RecordIO only); a record whose index the list lacks raises.

@@ -79,6 +79,7 @@ def _scan_recordio(path: str) -> Any:
         recordio.build_index(path, idx)
         reader = recordio.IndexedRecordIO(idx, path, "r")
     reader.idx_path = f"{path} (scanned, no .idx)"
+    reader.scanned = True  # the offsets live only in this object
     return reader
 
 
@@ -107,7 +108,7 @@ class IndexedRecordFiles(RandomAccessDataset):
         self._starts = [0]
         for i in range(len(self._paths)):
             self._starts.append(self._starts[-1] + len(self._file(i)))
-            if getattr(self._files[i], "idx_path", "").endswith("(scanned, no .idx)"):
+            if getattr(self._files[i], "scanned", False):
                 self._keep.add(i)
 
     def _file(self, i: int) -> Any:
