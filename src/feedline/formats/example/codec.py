@@ -79,6 +79,19 @@ def _int64_array(name: str, values: Any) -> np.ndarray:
 
 def _to_feature(name: str, value: Any) -> tuple[str | None, Any]:
     """Map a Python/numpy value to ``(kind, values)`` for :mod:`feedline.formats.example.wire`."""
+    tp = type(value)  # the usual types first, without the abstract-class checks
+    if tp is np.ndarray and value.dtype.kind in "if":
+        if value.dtype.kind == "f":
+            return "float", value.astype(np.float32).ravel()
+        return "int64", value.astype(np.int64).ravel()
+    if tp is int and -(2**63) <= value < 2**63:
+        return "int64", np.array([value], np.int64)
+    if tp is float:
+        return "float", np.array([value], np.float32)
+    if tp is bytes:
+        return "bytes", [value]
+    if tp is list and value and all(type(v) is bytes for v in value):
+        return "bytes", value
     if value is None:
         return None, None
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -143,7 +156,15 @@ def _features_arg(features: Mapping[str, Any], what: str) -> dict:
 
 def encode_example(features: Mapping[str, Any], *, packed: bool = True) -> bytes:
     """Serialize a ``tf.train.Example`` from ``{name: value}`` (see the module doc)."""
-    return wire.encode_example_bytes(_features_arg(features, "features"), packed=packed)
+    if not isinstance(features, Mapping):
+        _features_arg(features, "features")  # raises the TypeError
+    entries = []
+    for name, value in features.items():
+        if type(name) is not str:
+            raise TypeError(f"feature names must be str, got {name!r}")
+        kind, values = _to_feature(name, value)
+        entries.append(wire.entry(name.encode("utf-8"), wire.encode_feature(kind, values, packed=packed)))
+    return wire.wrap_features(entries)
 
 
 def encode_sequence_example(
@@ -207,14 +228,54 @@ def _value(buf: bytes, raw: wire.RawFeature) -> Any:
     return wire.decode_varints(data)
 
 
+def _fast_value(buf: bytes, rng: Any) -> Any:
+    """The value of the ``Feature`` at ``rng`` when it is written the usual way (one list
+    field with one-byte lengths and, for numbers, one packed run); else the general
+    decoder's value. Every shortcut checks exactly what the general path would, so both
+    accept and reject the same bytes."""
+    if type(rng) is tuple:
+        s, e = rng
+        if e - s >= 2:
+            tag = buf[s]
+            n = buf[s + 1]
+            if n < 0x80 and s + 2 + n == e:
+                if tag == 0x0A:  # bytes_list
+                    out = BytesList() if n == 0 else []
+                    pos = s + 2
+                    while pos < e:
+                        if buf[pos] != 0x0A or pos + 1 >= e:
+                            break
+                        m = buf[pos + 1]
+                        stop = pos + 2 + m
+                        if m >= 0x80 or stop > e:
+                            break
+                        out.append(buf[pos + 2:stop])
+                        pos = stop
+                    else:
+                        return out
+                elif n == 0:
+                    if tag == 0x1A:
+                        return np.empty(0, np.int64)
+                    if tag == 0x12:
+                        return np.empty(0, np.float32)
+                elif buf[s + 2] == 0x0A and n >= 2:
+                    m = buf[s + 3]
+                    if m < 0x80 and s + 4 + m == e:
+                        if tag == 0x1A and buf[e - 1] < 0x80:
+                            return wire.decode_varints(buf[s + 4:e])
+                        if tag == 0x12 and not m % 4:
+                            return np.frombuffer(buf, "<f4", m >> 2, s + 4).astype(np.float32)
+    return _value(buf, wire.parse_feature_value(buf, rng))
+
+
 def decode_example(serialized: bytes, *, index: int | None = None) -> dict[str, Any]:
     """Decode a serialized ``Example`` to ``{name: value}``: int64 / float32 arrays,
     lists of ``bytes``, ``None`` for a ``Feature`` with no list set. ``index`` only
     labels errors."""
     buf = _as_bytes(serialized, index)
     try:
-        raws = wire.parse_features(buf, 0, len(buf), example=True)
-        return {_name(k, "Example", index): _value(buf, raw) for k, raw in raws.items()}
+        ranges = wire.feature_ranges(buf, 0, len(buf), example=True, strict=True)
+        return {_name(k, "Example", index): _fast_value(buf, v) for k, v in ranges.items()}
     except wire.Malformed as exc:
         raise _malformed(exc, "Example", index) from exc
 

@@ -480,6 +480,25 @@ def decode_varints(data: bytes) -> np.ndarray:
     >>> decode_varints(bytes([1, 0xAC, 0x02]) + b"\\xff" * 9 + b"\\x01").tolist()
     [1, 300, -1]
     """
+    if not isinstance(data, bytes):
+        pass
+    elif data.isascii():  # every byte < 0x80: one byte per value (also the empty case)
+        return np.frombuffer(data, dtype=np.uint8).astype(np.int64)
+    elif len(data) <= 64:  # a short run: a Python loop beats numpy's per-call costs
+        out = []
+        value = shift = 0
+        start = 0
+        for i, b in enumerate(data):
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                out.append(value & 0xFFFFFFFFFFFFFFFF)
+                value = shift = 0
+                start = i + 1
+            else:
+                shift += 7
+                if shift >= 70:
+                    raise Malformed("varint longer than 10 bytes", start)
+        return np.array(out, dtype=np.uint64).view(np.int64)
     arr = np.frombuffer(data, dtype=np.uint8)
     if not arr.size:
         return np.empty(0, dtype=np.int64)
@@ -506,11 +525,16 @@ def count_varints(data: bytes) -> int:
 # --------------------------------------------------------------------------- encoding
 
 
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+_INT64 = np.dtype(np.int64)
+_FLOAT32 = np.dtype("<f4")
+
+
 def encode_varint(value: int) -> bytes:
     """Varint of ``value`` taken modulo 2**64 (negative int64 use 10 bytes)."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     value &= 0xFFFFFFFFFFFFFFFF
-    if value < 0x80:
-        return bytes((value,))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -520,14 +544,28 @@ def encode_varint(value: int) -> bytes:
 
 
 def _len_field(tag: int, payload: bytes) -> bytes:
-    return bytes((tag,)) + encode_varint(len(payload)) + payload
+    n = len(payload)
+    if n < 0x80:
+        return bytes((tag, n)) + payload
+    return bytes((tag,)) + encode_varint(n) + payload
 
 
 def _varints(values: np.ndarray) -> bytes:
     """Encode int64 values as concatenated varints (vectorised)."""
+    if values.size <= 16:  # short lists: Python ints beat numpy's per-call costs
+        items = values.tolist()
+        if not items:
+            return b""
+        if min(items) >= 0 and max(items) < 0x80:
+            return bytes(items)
+        parts = []
+        for v in items:
+            if 0 <= v < 0x4000:
+                parts.append(bytes((v,)) if v < 0x80 else bytes(((v & 0x7F) | 0x80, v >> 7)))
+            else:
+                parts.append(encode_varint(v))
+        return b"".join(parts)
     u = values.astype(np.int64).view(np.uint64)
-    if not u.size:
-        return b""
     if int(u.max()) < 0x80:
         return u.astype(np.uint8).tobytes()
     nbytes = np.ones(u.size, dtype=np.int64)
@@ -554,33 +592,59 @@ def encode_feature(kind: str | None, values, *, packed: bool = True) -> bytes:
     if kind is None:
         return b""
     if kind == "bytes":
-        body = b"".join(_len_field(0x0A, v) for v in values)
+        body = b"".join([bytes((0x0A, len(v))) + v if len(v) < 0x80 else _len_field(0x0A, v)
+                         for v in values])
         return _len_field(0x0A, body)
     if kind == "float":
-        arr = np.asarray(values, dtype="<f4").ravel()
+        arr = values if type(values) is np.ndarray and values.dtype == _FLOAT32 and values.ndim == 1 \
+            else np.asarray(values, dtype="<f4").ravel()
         if packed:
-            body = _len_field(0x0A, arr.tobytes()) if arr.size else b""
+            if not arr.size:
+                return b"\x12\x00"
+            data = arr.tobytes()
+            n = len(data)
+            if n < 0x7E:
+                return bytes((0x12, n + 2, 0x0A, n)) + data
+            body = _len_field(0x0A, data)
         else:
             body = b"".join(b"\x0d" + v.tobytes() for v in arr)
         return _len_field(0x12, body)
     if kind == "int64":
-        arr = np.asarray(values, dtype=np.int64).ravel()
+        arr = values if type(values) is np.ndarray and values.dtype == _INT64 and values.ndim == 1 \
+            else np.asarray(values, dtype=np.int64).ravel()
         if packed:
-            body = _len_field(0x0A, _varints(arr)) if arr.size else b""
+            if not arr.size:
+                return b"\x1a\x00"
+            data = _varints(arr)
+            n = len(data)
+            if n < 0x7E:
+                return bytes((0x1A, n + 2, 0x0A, n)) + data
+            body = _len_field(0x0A, data)
         else:
             body = b"".join(b"\x08" + encode_varint(int(v)) for v in arr)
         return _len_field(0x1A, body)
     raise ValueError(f"unknown feature kind {kind!r}")
 
 
+def entry(name: bytes, feature: bytes) -> bytes:
+    """A ``Features`` map entry (field 1) for ``name`` and a serialized ``Feature``."""
+    k = len(name)
+    f = len(feature)
+    if k < 0x80 and f < 0x80 and k + f + 4 < 0x80:
+        return bytes((0x0A, k + f + 4, 0x0A, k)) + name + bytes((0x12, f)) + feature
+    return _len_field(0x0A, _len_field(0x0A, name) + _len_field(0x12, feature))
+
+
 def _features_bytes(features: dict, packed: bool) -> bytes:
-    parts = []
-    for name, (kind, values) in features.items():
-        entry = _len_field(0x0A, name.encode("utf-8")) + _len_field(
-            0x12, encode_feature(kind, values, packed=packed)
-        )
-        parts.append(_len_field(0x0A, entry))
-    return b"".join(parts)
+    return b"".join([entry(name.encode("utf-8"), encode_feature(kind, values, packed=packed))
+                     for name, (kind, values) in features.items()])
+
+
+def wrap_features(entries: list) -> bytes:
+    """An ``Example`` from its serialized ``Features`` map entries (:func:`entry`)."""
+    if not entries:
+        return b""
+    return _len_field(0x0A, b"".join(entries))
 
 
 def encode_example_bytes(features: dict, *, packed: bool = True) -> bytes:
