@@ -9,6 +9,7 @@ import gzip
 import io
 import os
 import random
+import shutil
 import struct
 import sys
 import tempfile
@@ -141,7 +142,7 @@ def main() -> int:
     iterations, seed, extra_mib = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     d = tempfile.mkdtemp(prefix="feedline-fuzz-")
     samples = _samples(d)
-    for name, (data, fname, reader) in samples.items():  # warm up: every valid sample reads
+    for _name, (data, fname, reader) in samples.items():  # warm up: every valid sample reads
         path = os.path.join(d, "valid-" + fname)
         with open(path, "wb") as f:
             f.write(data)
@@ -168,6 +169,7 @@ def main() -> int:
                 print(f"BAD {name} {k} {type(exc).__name__}: {str(exc)[:200]} "
                       f"({os.path.basename(where.filename)}:{where.lineno})", flush=True)
     print(f"DONE {len(samples)} decoders x {iterations}, {bad} bad", flush=True)
+    shutil.rmtree(d, ignore_errors=True)
     return 0
 
 
