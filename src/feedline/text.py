@@ -131,6 +131,7 @@ class TextLineReader(DatasetIterator[Any]):
         self._tail = b""  # bytes after the last newline seen
         self._tail_offset = 0  # offset of the first byte of the tail
         self._eof = False
+        self._parked: int | None = None  # reopen here: an error released the file
 
     def _open(self) -> Any:
         """The open stream, opening the file (from its start) if it is not open yet."""
@@ -143,6 +144,12 @@ class TextLineReader(DatasetIterator[Any]):
                 storage_options=self.storage_options,
                 detect=_detect,
             )
+            if self._parked is not None:
+                parked, self._parked = self._parked, None
+                if self._compression is None:
+                    self._file.seek(parked)
+                else:
+                    self._file.skip(parked)
         return self._file
 
     compression = _compression.compression_property("_open")
@@ -159,6 +166,9 @@ class TextLineReader(DatasetIterator[Any]):
             try:
                 block = file.read(self.block_size)
             except CorruptRecordError as exc:
+                # release the descriptor now; a later call reopens where the lines stopped
+                self._file, self._parked, self._tail = None, self._tail_offset, b""
+                file.close()
                 raise CorruptRecordError(
                     exc.message, path=self.path, line=self._line0 + 1, offset=self._tail_offset
                 ) from exc
@@ -242,6 +252,7 @@ class TextLineReader(DatasetIterator[Any]):
         if self._closed:
             raise ValueError(f"{self.path}: set_state on a closed TextLineReader")
         offset = int(state["offset"])
+        self._parked = None
         fresh = self._file is None
         file = self._open()
         if self._compression is None:
