@@ -85,3 +85,46 @@ def test_write_idx_leaves_no_partial_file_on_a_full_disk(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["labels.idx"]  # no 0-byte file, no temporary
     idxmod.write_idx(tmp_path / "new.idx.gz", np.arange(10, dtype=np.uint8))
     assert idxmod.read_idx(tmp_path / "new.idx.gz").tolist() == list(range(10))
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_recordio_and_text_readers_release_their_file_when_they_raise(tmp_path):
+    import gc
+    import gzip
+
+    from feedline import text
+
+    rec = tmp_path / "a.rec"
+    with recordio.RecordIOWriter(rec) as w:
+        for _ in range(10):
+            w.write(b"x" * 100)
+    data = bytearray(rec.read_bytes())
+    data[5 * 108] ^= 0xFF  # record 5's magic word
+    rec.write_bytes(bytes(data))
+    gz = tmp_path / "t.txt.gz"
+    gz.write_bytes(gzip.compress(b"line\n" * 5000, mtime=0)[:-30])
+    gc.disable()
+    try:
+        before = _fds()
+        reader = recordio.read(rec)
+        with pytest.raises(CorruptRecordError, match=r"a\.rec: record 5 at byte 540: bad magic word"):
+            for _ in reader:
+                pass
+        assert _fds() == before
+        lines = text.read_lines(gz)
+        got = []
+        with pytest.raises(CorruptRecordError, match=r"t\.txt\.gz: line \d+ at byte \d+: GZIP stream"):
+            for line in lines:
+                got.append(line)
+        assert _fds() == before
+        assert got == [b"line"] * len(got) and len(got) > 0
+        state = lines.get_state()
+        with pytest.raises(CorruptRecordError, match="GZIP stream"):
+            next(lines)  # reopens where it stopped and meets the same damage
+        assert lines.get_state() == state and _fds() == before
+    finally:
+        gc.enable()

@@ -138,6 +138,7 @@ class TextLineReader(DatasetIterator[Any]):
         self._tail = b""  # bytes after the last newline seen
         self._tail_offset = 0  # offset of the first byte of the tail
         self._eof = False
+        self._parked: int | None = None  # reopen here: an error released the file
 
     def _open(self) -> Any:
         """The open stream, opening the file (from its start) if it is not open yet."""
@@ -150,6 +151,12 @@ class TextLineReader(DatasetIterator[Any]):
                 storage_options=self.storage_options,
                 detect=_detect,
             )
+            if self._parked is not None:
+                parked, self._parked = self._parked, None
+                if self._compression is None:
+                    self._file.seek(parked)
+                else:
+                    self._file.skip(parked)
         return self._file
 
     compression = _compression.compression_property("_open")
@@ -166,6 +173,9 @@ class TextLineReader(DatasetIterator[Any]):
             try:
                 block = file.read(self.block_size)
             except CorruptRecordError as exc:
+                # release the descriptor now; a later call reopens where the lines stopped
+                self._file, self._parked, self._tail = None, self._tail_offset, b""
+                file.close()
                 raise CorruptRecordError(
                     exc.message, path=self.path, line=self._line0 + 1, offset=self._tail_offset
                 ) from exc
@@ -270,6 +280,7 @@ class TextLineReader(DatasetIterator[Any]):
         if self._closed:
             raise ValueError(f"{self.path}: set_state on a closed TextLineReader")
         offset = int(state["offset"])
+        self._parked = None
         if self._file is not None and self._lines:  # a line still in the buffer: no I/O
             k = int(np.searchsorted(self._starts, offset))
             if (k <= len(self._lines) and int(self._starts[k]) == offset

@@ -493,7 +493,15 @@ class RecordIOReader(DatasetIterator[bytes]):
                 self._win = Window([(self.path, size)], storage_options=self.storage_options)
                 self._win.seek(self._offset)
             self._gen = iter_records(self._win, self.on_error, self._index, self._scan)
-        payload, _ = next(self._gen)
+        try:
+            payload, _ = next(self._gen)
+        except StopIteration:
+            raise
+        except Exception:  # damage (raise mode): release the descriptor and buffer now
+            win, self._win = self._win, None
+            if win is not None:
+                win.close()
+            raise
         self._offset = self._win.offset
         self._index += 1
         return payload
