@@ -191,3 +191,37 @@ def test_a_job_launched_by_torchrun_joins_the_process_group(tmp_path):
     np.testing.assert_allclose(multi["weight"], single["weight"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(multi["costs"], single["costs"], rtol=1e-5)
     assert multi["events"] == single["events"] == 2 * (1 + 4 * 2 + 1)
+
+
+
+def test_leave_group_ends_the_gloo_threads_of_a_group_held_by_garbage(tmp_path):
+    # destroy_process_group() alone leaves the group, and its gloo threads, running while
+    # garbage in a reference cycle (a runner context) still refers to it; the group is
+    # then torn down during interpreter shutdown. leave_group() ends them at once.
+    import gc
+
+    import torch.distributed as dist
+
+    from feedline.train.distributed import _gloo_threads, leave_group
+
+    assert _gloo_threads() == 0
+    for fix in (False, True):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store-{fix}", rank=0,
+                                world_size=1)
+        try:
+            cycle = {"group": dist.group.WORLD}
+            cycle["self"] = cycle
+            dist.all_reduce(torch.ones(2))
+            assert _gloo_threads() > 0
+            del cycle
+            if fix:
+                leave_group()
+                assert not dist.is_initialized() and _gloo_threads() == 0
+            else:
+                dist.destroy_process_group()
+                assert _gloo_threads() > 0  # still running: garbage holds the group
+                gc.collect()
+                assert _gloo_threads() == 0
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()

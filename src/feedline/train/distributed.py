@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import logging
 import math
 import os
 import pickle
@@ -60,7 +61,10 @@ __all__ = [
     "RankSplitDataset",
     "launch",
     "free_port",
+    "leave_group",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 def default_backend() -> str:
@@ -110,19 +114,50 @@ def init_from_env(backend: str | None = None) -> bool:
     if backend == "nccl":
         torch.cuda.set_device(local_rank() % torch.cuda.device_count())
     dist.init_process_group(backend=backend, init_method="env://")
-    atexit.register(_destroy_group_at_exit)
+    atexit.register(leave_group)
     return True
 
 
-def _destroy_group_at_exit() -> None:
-    """Destroy the default process group if it is still alive (an ``atexit`` hook).
+def _gloo_threads() -> int:
+    """How many of gloo's worker threads (``pt_gloo_runloop``) this process runs (Linux)."""
+    try:
+        names = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    count = 0
+    for tid in names:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                count += f.read().strip() == "pt_gloo_runloop"
+        except OSError:
+            pass
+    return count
 
-    Garbage is collected first, so that a ``DistributedDataParallel`` wrapper left in a
-    reference cycle releases the group while the interpreter is still whole.
+
+def leave_group() -> None:
+    """Destroy the default process group while the interpreter is whole.
+
+    ``dist.destroy_process_group()`` only unregisters the group: the C++ process group,
+    and with gloo its worker and TCP threads, lives on while anything still refers to it
+    — a runner context in a reference cycle that still holds the
+    ``DistributedDataParallel`` wrapper, for instance. Such a group is torn down while the
+    interpreter shuts down, when a gloo thread that still has to release a tensor gets
+    no GIL: the thread is unwound and the process aborts ("terminate called without an
+    active exception", SIGABRT), more often on a busy machine. So garbage is collected
+    before and after the group is destroyed. A no-op without an initialized group;
+    registered with ``atexit`` by :func:`init_from_env` and called by every process that
+    :func:`launch` starts. Threads still running afterwards are logged at DEBUG level.
+
+    >>> leave_group()  # nothing to leave
     """
-    if dist.is_available() and dist.is_initialized():
-        gc.collect()
-        dist.destroy_process_group()
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    gc.collect()
+    dist.destroy_process_group()
+    gc.collect()
+    left = _gloo_threads()
+    if left:
+        logger.debug("process group destroyed; %d gloo thread(s) still referenced", left)
 
 
 def wrap_ddp(module: torch.nn.Module, device: torch.device) -> Any:
@@ -130,8 +165,11 @@ def wrap_ddp(module: torch.nn.Module, device: torch.device) -> Any:
     from torch.nn.parallel import DistributedDataParallel
 
     if device.type == "cuda":
-        return DistributedDataParallel(module, device_ids=[device.index], output_device=device.index)
-    return DistributedDataParallel(module)
+        wrapper = DistributedDataParallel(module, device_ids=[device.index],
+                                          output_device=device.index)
+    else:
+        wrapper = DistributedDataParallel(module)
+    return wrapper
 
 
 def all_reduce_sum(values: Sequence[float], device: Any = None) -> list[float]:
@@ -260,8 +298,9 @@ def _worker(rank: int, payload: bytes, world_size: int, backend: str, port: int,
         if rank == 0:
             with open(result_path, "wb") as f:
                 pickle.dump(result, f)
+        del result, fn, args
     finally:
-        dist.destroy_process_group()
+        leave_group()
 
 
 def launch(

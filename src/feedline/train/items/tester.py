@@ -43,7 +43,7 @@ _INHERITED = ("network", "device", "module", "model", "rank", "world_size", "upd
 
 class InheritModel(RunnerItem):
     """Copies the parent context's model, device and updater in ``initialize``, and its
-    ``pass_id`` at every pass."""
+    ``pass_id`` at every pass; ``finalize`` removes the copies again."""
 
     def initialize(self, context: RunnerContext, next_callback: Any) -> None:
         parent = context.parent
@@ -57,6 +57,13 @@ class InheritModel(RunnerItem):
     def on_pass_begin(self, next_callback: Any) -> None:
         self.context.pass_id = getattr(self.context.parent, "pass_id", None)
         next_callback()
+
+    def finalize(self, next_callback: Any) -> None:
+        next_callback()
+        # Forget the parent's model: a DistributedDataParallel wrapper kept here would
+        # keep the process group (and its gloo threads) alive past destroy_process_group.
+        for name in _INHERITED:
+            self.context.__dict__.pop(name, None)
 
 
 class TestOnPassEnd(RunnerItem):
