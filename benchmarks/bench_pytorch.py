@@ -13,9 +13,13 @@ after the warm-up. Side by side, with ``--workers`` processes each (default 2):
   reads its own part of the file and decodes only its records, the DataLoader collates;
   and the same with feedline batching (``.batch(64, collate="numpy")``,
   ``batch_size=None``: one more copy of every batch, numpy's stack before the transfer);
-* **plain DataLoader**: a map-style ``torch.utils.data.Dataset`` over the same records in
-  memory doing the same work in ``__getitem__``, ``DataLoader(batch_size=64,
-  num_workers=W)`` with the default collate.
+* **feedline in DataLoader, random access**: the same file through its sidecar index
+  (``indexed_records([path]).map(work)`` is random access, so ``as_torch()`` is map-style
+  and the DataLoader's sampler hands out record indices), ``batch_size=64``;
+* **plain DataLoader**: a map-style ``torch.utils.data.Dataset`` that reads one JPEG file
+  per item (the same images, from the folder the TFRecord file was packed from) and does
+  the same work in ``__getitem__``, ``DataLoader(batch_size=64, num_workers=W)`` with the
+  default collate.
 
 Every pipeline runs one warm-up epoch, then the best of ``--epochs`` timed epochs, taken
 in rounds that alternate the pipelines (so a busy machine slows each alike). Results
@@ -105,24 +109,39 @@ def in_dataloader(path: pathlib.Path, workers: int, *, feedline_batches: bool = 
     return DataLoader(pipeline.as_torch(), batch_size=BATCH, num_workers=workers)
 
 
-def plain_dataloader(path: pathlib.Path, workers: int):
-    import torch
+def indexed_dataloader(path: pathlib.Path, workers: int):
     from torch.utils.data import DataLoader
 
     from feedline import tfrecord
+    from feedline.io.records import indexed_records
 
-    with tfrecord.read(path) as reader:
-        records = [bytes(r) for r in reader]
+    if not pathlib.Path(str(path) + ".index").exists():
+        tfrecord.build_index(path)
+    pipeline = indexed_records([path], format="tfrecord").map(Work())  # random access
+    return DataLoader(pipeline.as_torch(), batch_size=BATCH, num_workers=workers)
+
+
+def plain_dataloader(path: pathlib.Path, workers: int):
+    """What a plain PyTorch user writes: a map-style dataset reading one JPEG file per item
+    (the same images, from the folder the TFRecord file was made from)."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    folder = DATA / path.stem
+    classes = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    files = [(str(f), classes.index(f.parent.name)) for f in sorted(folder.glob("*/*.jpg"))]
 
     class Images(torch.utils.data.Dataset):
         def __init__(self) -> None:
             self.work = Work()
 
         def __len__(self) -> int:
-            return len(records)
+            return len(files)
 
         def __getitem__(self, i: int):
-            return self.work(records[i])
+            name, label = files[i]
+            with open(name, "rb") as f:
+                return self.work(bytes([label]) + f.read())
 
     return DataLoader(Images(), batch_size=BATCH, num_workers=workers)
 
@@ -154,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
             lambda: in_dataloader(path, w),
         "feedline in DataLoader (`ds.batch(64).as_torch()`, `batch_size=None`)":
             lambda: in_dataloader(path, w, feedline_batches=True),
+        "feedline in DataLoader, random access (`indexed_records(...).map(work).as_torch()`)":
+            lambda: indexed_dataloader(path, w),
         "feedline iterator (`map(workers=W)`)": lambda: feedline_pipeline(path, w),
     }
     iterables = {name: make() for name, make in makers.items()}

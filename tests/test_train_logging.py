@@ -126,3 +126,10 @@ def test_progress_bar_without_a_total_and_its_options():
         ProgressBar(refresh=-1)
     with pytest.raises(ValueError, match="`width` must be a positive int, got 0"):
         ProgressBar(width=0)
+
+
+def test_missing_tensorboard_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "tensorboard", None)
+    with pytest.raises(ImportError, match=r"pip install 'feedline\[tensorboard\]'"):
+        with _runner(MetricsLogger(tmp_path, tensorboard=True)) as runner:
+            runner.run(1)

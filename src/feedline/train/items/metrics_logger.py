@@ -91,7 +91,7 @@ class MetricsLogger(RunnerItem):
                 if self.every_n_batches:
                     self._batches = _CsvLog(os.path.join(self.directory, "batches.csv"))
             if self.tensorboard:
-                require("tensorboard", extra="all")
+                require("tensorboard", extra="tensorboard")
                 from torch.utils.tensorboard import SummaryWriter
 
                 self._tb = SummaryWriter(log_dir=self.directory)
