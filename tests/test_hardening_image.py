@@ -51,6 +51,7 @@ def test_jpeg_bomb_refused_with_path_and_record():
         decode(bomb, path="train.rec", index=4)
 
 
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")  # Pillow's own notice
 def test_png_bomb_refused_even_when_not_strict():
     bomb = png_claiming(13000, 13000)
     with pytest.raises(DecodeError, match="image of 13000 x 13000 = 169000000 pixels exceeds"):

@@ -39,12 +39,11 @@ CPU-bound Python mappers run truly in parallel, in ``N`` processes of a
   so and results are pickled through pipes instead; ``transport="shm"`` raises
   :class:`~feedline.exceptions.SharedMemoryError`. ``FEEDLINE_TRANSPORT`` and
   ``FEEDLINE_START_METHOD`` set the defaults.
-* **Timeout.** With ``timeout=seconds`` every message carries one item, and an item a
-  worker has been mapping (or reading) for longer raises
-  :class:`~feedline.exceptions.StageTimeoutError` naming the stage and the item's
-  position; the workers are then terminated and the iteration ends (the next iteration
-  starts fresh ones). Time spent queued behind the worker's earlier items is not
-  counted.
+* **Timeout.** With ``timeout=seconds``, an item a worker has been mapping (or reading)
+  for longer raises :class:`~feedline.exceptions.StageTimeoutError` naming the stage and
+  the item's position; the workers are then terminated and the iteration ends (the next
+  iteration starts fresh ones). Each worker notes in shared memory which item it is on
+  and since when, so chunking is unchanged and time spent queued is not counted.
 
 **State.** ``get_state()`` is ``{"type": "parallel_map", "pos", "done", ...}``: ``pos`` is
 the first position not yet yielded and ``done`` the positions after it that were already
@@ -314,9 +313,6 @@ class _ParallelMapIterator(DatasetIterator):
         self._shm_budget = _DEFAULT_SHM_BUDGET
         self._calibration: autotune.WorkerCalibration | None = None
         self._last_exit: float | None = None
-        # timeout: when each outstanding chunk was sent, when each worker last replied
-        self._sent: list[deque[float]] = []
-        self._replied: list[float] = []
         # statistics (read by feedline.runtime.stats)
         self.wait_seconds = 0.0
         self.worker_seconds = 0.0
@@ -340,8 +336,6 @@ class _ParallelMapIterator(DatasetIterator):
         self._gen = pool.new_generation()
         self._pending = [[] for _ in range(self._n)]
         self._load = [0] * self._n
-        self._sent = [deque() for _ in range(self._n)]
-        self._replied = [0.0] * self._n
         self._rr_start = self._next_yield
         if holder.auto and holder.workers is None:
             self._calibration = autotune.WorkerCalibration(max_workers=holder.cpu_budget)
@@ -362,8 +356,6 @@ class _ParallelMapIterator(DatasetIterator):
             item_seconds=self._item_s, item_bytes=self._item_bytes,
             bytes_cap=self._bytes_cap, max_items=cap,
         )
-        if self._holder.timeout is not None:
-            self._chunk = 1  # one item per message: a timeout names the element
         if self._calibration is not None:
             self._window = self._calibration.items
         elif buffer_size is not None:
@@ -384,8 +376,6 @@ class _ParallelMapIterator(DatasetIterator):
                 pool.reseed(w, derive_seed(self._base_seed, w, self._epoch, self._next_yield))
             self._pending.extend([] for _ in range(n - first))
             self._load.extend(0 for _ in range(n - first))
-            self._sent.extend(deque() for _ in range(n - first))
-            self._replied.extend(0.0 for _ in range(n - first))
         self._n = pool.size
         self._retune()
 
@@ -401,7 +391,6 @@ class _ParallelMapIterator(DatasetIterator):
         self._ready = {} if self._ordered else deque()
         self._pending = [[] for _ in range(self._n)]
         self._load = [0] * self._n
-        self._sent = [deque() for _ in range(self._n)]
         self._inflight = 0
 
     def close(self) -> None:
@@ -606,8 +595,6 @@ class _ParallelMapIterator(DatasetIterator):
         items = None if self._source is None else [x for _, x in chunk]
         try:
             self._pool.submit(w, self._gen, self._base, positions, items)
-            if self._holder.timeout is not None:
-                self._sent[w].append(time.monotonic())
         except Exception as exc:
             add_note(exc, f"while sending items {positions[0]}..{positions[-1]} to worker {w} "
                           f"of stage {self._stage!r} (items must be picklable)")
@@ -627,7 +614,7 @@ class _ParallelMapIterator(DatasetIterator):
                     )
                 timeout = self._holder.timeout
                 got = pool.ready(busy, _WAIT_SLICE if timeout is None else min(
-                    _WAIT_SLICE, max(0.0, self._next_deadline(busy) - time.monotonic())))
+                    _WAIT_SLICE, max(0.01, self._next_deadline(busy) - time.monotonic())))
                 for w in got:
                     self._collect(w)
                 if timeout is not None:
@@ -639,21 +626,19 @@ class _ParallelMapIterator(DatasetIterator):
         finally:
             self.wait_seconds += time.perf_counter() - t0
 
-    def _started(self, w: int) -> float:
-        """When worker ``w`` began its oldest outstanding chunk (at the latest)."""
-        return max(self._sent[w][0], self._replied[w])
-
     def _next_deadline(self, busy: list[int]) -> float:
-        starts = [self._started(w) for w in busy if self._sent[w]]
+        pool = self._pool
+        starts = [p[1] for p in map(pool.progress, busy) if p is not None]
         return min(starts) + self._holder.timeout if starts else time.monotonic() + _WAIT_SLICE
 
     def _check_timeouts(self, busy: list[int]) -> None:
         timeout = self._holder.timeout
         now = time.monotonic()
+        pool = self._pool
         for w in busy:
-            if self._sent[w] and now - self._started(w) > timeout:
-                pool = self._pool
-                position = pool.outstanding(w)[0][0]
+            progress = pool.progress(w)
+            if progress is not None and now - progress[1] > timeout:
+                position = progress[0]
                 # the worker is stuck in fn: mark the pool unusable so that it is
                 # terminated when handed back
                 pool.broken = pool.broken or (
@@ -663,9 +648,6 @@ class _ParallelMapIterator(DatasetIterator):
 
     def _collect(self, w: int) -> None:
         positions, entries, busy, nbytes = self._pool.collect(w)
-        if self._holder.timeout is not None:
-            self._sent[w].popleft()
-            self._replied[w] = time.monotonic()
         n = len(positions)
         self.worker_seconds += busy
         self._load[w] -= n

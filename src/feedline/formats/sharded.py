@@ -28,7 +28,9 @@ hence :func:`feedline.io.files.files`, ``Dataset`` sources and the CLI) calls
 when a file it is about to read belongs to a set whose manifest is still pending (the
 writer died between two renames) or no longer matches it (a shard missing or resized).
 A set without manifest (written by another tool) is not checked. Sets named by a
-``{index}`` format string have no manifest.
+``{index}`` format string have no manifest. The manifest is named by prefix and ``N``
+only, so two sets sharing both (a TFRecord and a RecordIO set) share one manifest: the
+set written last is checked, the other is not.
 
 Temporary names carry the writer's process id; a new ``ShardedWriter`` for the same
 names deletes the temporaries of writers whose process is gone (a killed job), and

@@ -255,9 +255,11 @@ def decode(
     sj = _sj()
     try:
         kwargs: dict[str, Any] = {}
-        height, width, _, _ = sj.decode_jpeg_header(buf, strict=strict)
-        _check_pixels(int(height), int(width), max_pixels, path, index)
-        if min_side is not None or target_size is not None:
+        hinted = min_side is not None or target_size is not None
+        if max_pixels is not None or hinted:
+            height, width, _, _ = sj.decode_jpeg_header(buf, strict=strict)
+            _check_pixels(int(height), int(width), max_pixels, path, index)
+        if hinted:
             if min_side is not None:
                 min_h, min_w = (min_side, 0) if height <= width else (0, min_side)
             else:

@@ -127,6 +127,12 @@ _PIPE_DEPTH = 1
 _RESULT_BLOCK = 1 << 20  # initial size of each result block
 _TASK_BLOCK = 1 << 16  # initial size of each task block (items of stream inputs)
 _GEN = struct.Struct("<q")
+# per-worker progress slots in the control block, after the generation word: the position
+# of the item the worker is on and when it began it (CLOCK_MONOTONIC, shared by all
+# processes of the machine; 0.0 between items). Read by ``map(..., timeout=)``.
+_SLOT = struct.Struct("<qd")
+_SLOT_BASE = 64
+MAX_TRACKED_WORKERS = (4096 - _SLOT_BASE) // _SLOT.size
 
 
 def default_start_method() -> str:
@@ -252,10 +258,13 @@ def _worker_main(
             x = None
             view = ctl.view
             t0 = time.perf_counter()
+            slot = _SLOT_BASE + _SLOT.size * index if index < MAX_TRACKED_WORKERS else -1
             for j, pos in enumerate(positions):
                 if _GEN.unpack_from(view, 0)[0] != gen:
                     out.append((CANCELLED, None))
                     continue
+                if slot >= 0:
+                    _SLOT.pack_into(view, slot, pos, time.monotonic())
                 try:
                     if items is None:
                         phase = "reading"
@@ -266,6 +275,8 @@ def _worker_main(
                     out.append((OK, fn(x)))
                 except Exception as exc:  # noqa: BLE001 - sent to the consumer
                     out.append((ERROR, pack_exception(exc, phase=phase, worker=index)))
+                if slot >= 0:
+                    _SLOT.pack_into(view, slot, pos, 0.0)
             busy = time.perf_counter() - t0
             del items, x
             _reply(tx, out, busy, index)
@@ -562,6 +573,14 @@ class WorkerPool:
             return self._generation
 
     cancel = new_generation
+
+    def progress(self, worker: int) -> tuple[int, float] | None:
+        """``(position, started)`` of the item ``worker`` is on (``started`` in
+        ``time.monotonic()`` seconds), or ``None`` between items or when untracked."""
+        if worker >= MAX_TRACKED_WORKERS or self.broken:
+            return None
+        pos, started = _SLOT.unpack_from(self._control[0].view, _SLOT_BASE + _SLOT.size * worker)
+        return None if started == 0.0 else (pos, started)
 
     def reseed(self, worker: int, seed: int) -> None:
         """Make ``worker`` seed its generators with ``seed`` before its next task."""

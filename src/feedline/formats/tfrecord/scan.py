@@ -278,7 +278,19 @@ def _window_tables() -> tuple[np.ndarray, int]:
 
 def find_header(buf, start: int, end: int) -> int:
     """First position ``p`` in ``[start, end - 12]`` where a frame header's length CRC
-    checks (vectorised over the window), or ``-1``."""
+    checks (vectorised over windows that start at 4 KiB and double, so that a header
+    close to ``start`` is found without checking the whole buffer), or ``-1``."""
+    step = 1 << 12
+    while True:
+        stop = min(end, start + step + HEADER - 1)
+        hit = _find_header_in(buf, start, stop)
+        if hit >= 0 or stop >= end:
+            return hit
+        start = stop - HEADER + 1
+        step = min(2 * step, 1 << 22)
+
+
+def _find_header_in(buf, start: int, end: int) -> int:
     count = end - HEADER + 1 - start
     if count <= 0:
         return -1
