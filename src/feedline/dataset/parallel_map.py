@@ -373,10 +373,12 @@ class _ParallelMapIterator(DatasetIterator):
 
     def _finish_calibration(self) -> None:
         cal, self._calibration = self._calibration, None
+        assert cal is not None  # callers check that calibration is running
         n = cal.decide()
         holder = self._holder
         holder.workers = n
         pool = self._pool
+        assert pool is not None  # calibration runs on an open pool
         if n > pool.size:
             first = pool.size
             pool.add_workers(n - first)
@@ -521,6 +523,7 @@ class _ParallelMapIterator(DatasetIterator):
         already-yielded position (after a restore) or ``None`` at the end."""
         p = self._next_pull
         if self._source is None:
+            assert self._len is not None  # no source: a random-access parent of known length
             if p >= self._len:
                 self._exhausted = True
                 return None
@@ -559,6 +562,7 @@ class _ParallelMapIterator(DatasetIterator):
 
     def _capture(self, p: int) -> None:
         t0 = time.perf_counter()
+        assert self._source is not None  # captures are taken of stream inputs only
         try:
             state = self._source.get_state()
         except StateError as exc:
@@ -604,6 +608,7 @@ class _ParallelMapIterator(DatasetIterator):
         del pend[: self._chunk]
         positions = [p for p, _ in chunk]
         items = None if self._source is None else [x for _, x in chunk]
+        assert self._pool is not None  # sends happen on an open pool
         try:
             self._pool.submit(w, self._gen, self._base, positions, items)
             if self._holder.timeout is not None:
@@ -645,14 +650,18 @@ class _ParallelMapIterator(DatasetIterator):
 
     def _next_deadline(self, busy: list[int]) -> float:
         starts = [self._started(w) for w in busy if self._sent[w]]
-        return min(starts) + self._holder.timeout if starts else time.monotonic() + _WAIT_SLICE
+        timeout = self._holder.timeout
+        assert timeout is not None  # only called when the stage has a timeout
+        return min(starts) + timeout if starts else time.monotonic() + _WAIT_SLICE
 
     def _check_timeouts(self, busy: list[int]) -> None:
         timeout = self._holder.timeout
+        assert timeout is not None  # only called when the stage has a timeout
         now = time.monotonic()
         for w in busy:
             if self._sent[w] and now - self._started(w) > timeout:
                 pool = self._pool
+                assert pool is not None  # the caller holds the checked pool
                 position = pool.outstanding(w)[0][0]
                 # the worker is stuck in fn: mark the pool unusable so that it is
                 # terminated when handed back
@@ -662,6 +671,7 @@ class _ParallelMapIterator(DatasetIterator):
                 raise StageTimeoutError(self._stage, position, timeout)
 
     def _collect(self, w: int) -> None:
+        assert self._pool is not None  # replies are collected from an open pool
         positions, entries, busy, nbytes = self._pool.collect(w)
         if self._holder.timeout is not None:
             self._sent[w].popleft()
@@ -677,7 +687,7 @@ class _ParallelMapIterator(DatasetIterator):
             self._calibration.add_worker(items=n, seconds=busy)
         per_item = busy / n
         per_bytes = nbytes / n
-        if self._item_s is None:
+        if self._item_s is None or self._item_bytes is None:  # both are set together
             self._item_s, self._item_bytes = per_item, per_bytes
         else:
             self._item_s = 0.7 * self._item_s + 0.3 * per_item
