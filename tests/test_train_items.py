@@ -270,6 +270,8 @@ def test_updater_apply_restore_and_state_checks():
                                    "updater": state})
     with pytest.raises(CheckpointError, match="the updater has no optimizer yet"):
         LocalUpdater().load_state_dict(state)
+    with pytest.raises(CheckpointError, match="the model is not created yet"):
+        CreateModel(linear_net()).load_state_dict({"params": {}})
 
 
 # ---------------------------------------------------------------------- data provider + counter
