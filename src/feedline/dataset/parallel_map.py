@@ -650,9 +650,7 @@ class _ParallelMapIterator(DatasetIterator):
 
     def _next_deadline(self, busy: list[int]) -> float:
         starts = [self._started(w) for w in busy if self._sent[w]]
-        timeout = self._holder.timeout
-        assert timeout is not None  # only called when the stage has a timeout
-        return min(starts) + timeout if starts else time.monotonic() + _WAIT_SLICE
+        return min(starts) + self._holder.timeout if starts else time.monotonic() + _WAIT_SLICE
 
     def _check_timeouts(self, busy: list[int]) -> None:
         timeout = self._holder.timeout
@@ -661,7 +659,6 @@ class _ParallelMapIterator(DatasetIterator):
         for w in busy:
             if self._sent[w] and now - self._started(w) > timeout:
                 pool = self._pool
-                assert pool is not None  # the caller holds the checked pool
                 position = pool.outstanding(w)[0][0]
                 # the worker is stuck in fn: mark the pool unusable so that it is
                 # terminated when handed back

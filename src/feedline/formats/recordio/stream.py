@@ -496,7 +496,6 @@ class RecordIOReader(DatasetIterator[bytes]):
                 self._win.seek(self._offset)
             self._gen = iter_records(self._win, self.on_error, self._index, self._scan)
         payload, _ = next(self._gen)
-        assert self._win is not None  # the generator reads this window
         self._offset = self._win.offset
         self._index += 1
         return payload
