@@ -171,3 +171,28 @@ def test_a_consumer_waiting_on_a_slow_prefetched_source_is_not_called_consumer_b
     report = it.stats()
     assert not report.bottleneck.startswith("consumer-bound"), report.bottleneck
     assert "reader(read)" in report.bottleneck
+
+
+def test_report_during_the_first_call_of_a_stage():
+    # a report taken while a stage is still in its first call (no call has ended yet)
+    # counts it as stalled instead of failing on the missing end time
+    ticks = iter(range(100))
+    stats = PipelineStats(clock=lambda: float(next(ticks)))
+    seen = []
+
+    class Probe:
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            seen.append(stats.report())
+            return 1
+
+    node = object()
+    stats.mark_root(node)
+    it = stats.wrap(node, Probe())
+    assert next(it) == 1
+    during = seen[0].stages[0]
+    assert during.items == 0 and during.items_per_s == 0.0 and during.stalled_s == 1.0
+    after = stats.report().stages[0]
+    assert after.items == 1

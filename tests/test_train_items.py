@@ -268,6 +268,10 @@ def test_updater_apply_restore_and_state_checks():
         with pytest.raises(CheckpointError, match="the checkpoint has model average state, the network does not use one"):
             plain.load_state_dict({"model": {"params": dict(net.create_model().state_dict())},
                                    "updater": state})
+    with pytest.raises(CheckpointError, match="the updater has no optimizer yet"):
+        LocalUpdater().load_state_dict(state)
+    with pytest.raises(CheckpointError, match="the model is not created yet"):
+        CreateModel(linear_net()).load_state_dict({"params": {}})
 
 
 # ---------------------------------------------------------------------- data provider + counter

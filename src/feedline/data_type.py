@@ -148,8 +148,7 @@ class InputType:
             for d in self.shape:
                 positive_int("dim", d)
         if self.kind in (INTEGER, INTEGERS):
-            positive_int("value_range", self.value_range)
-            if self.value_range > _MAX_RANGE:
+            if positive_int("value_range", self.value_range) > _MAX_RANGE:
                 raise ValueError(
                     f"`value_range` must be at most 2**53, got {self.value_range!r}"
                 )

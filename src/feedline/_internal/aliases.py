@@ -47,7 +47,7 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname: str, path: object, target: object = None):  # type: ignore[override]
+    def find_spec(self, fullname: str, path: object, target: object = None):
         real = ALIASES.get(fullname)
         if real is None:
             return None

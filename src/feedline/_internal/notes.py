@@ -24,6 +24,6 @@ def add_note(exc: BaseException, note: str) -> None:
         if adder is not None:
             adder(note)
         else:
-            exc.__notes__ = [*(notes or ()), note]
+            exc.__notes__ = [*(notes or ()), note]  # type: ignore[attr-defined]  # 3.10 stubs lack it
     except Exception:  # noqa: BLE001 - an exception type that refuses attributes
         pass

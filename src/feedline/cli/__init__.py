@@ -56,7 +56,7 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose errors are one line (no usage block)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
@@ -186,8 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # reported by the subcommand's parser, which names the subcommand
+        # argparse internals: the subcommands' parsers by name
         subparsers = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-        subparsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        subparsers[args.command].error(  # type: ignore[index]
+            f"unrecognized arguments: {' '.join(extra)}")
     command = f"feedline {args.command}"
     as_command = argv is None
     try:

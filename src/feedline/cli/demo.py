@@ -131,8 +131,10 @@ def run(args: argparse.Namespace) -> int:
             runner.run(passes)
             result = summarize(runner)
             provider = runner.find(DataProvider)
+            assert provider is not None  # the builder adds one
             stats = provider.last_stats
             updater = runner.find(LocalUpdater)
+            assert updater is not None  # the builder adds one
             updater.apply()
             try:
                 save_params(os.path.join(out, "model.flp"), runner.context.module)

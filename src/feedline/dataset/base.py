@@ -30,7 +30,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from feedline._internal.validate import (
     UNSET,
@@ -776,7 +776,7 @@ class IndexIterator(DatasetIterator[T]):
         return self._items
 
     def get_state(self) -> dict[str, Any]:
-        consumed = self._indices.__reduce__()[2]
+        consumed = cast(int, self._indices.__reduce__()[2])  # a range iterator's position
         return {"type": "index", "next": self._start + consumed, "len": self._n}
 
     def set_state(self, state: dict[str, Any]) -> None:

@@ -49,7 +49,7 @@ import bisect
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 import numpy as np
 
@@ -68,7 +68,7 @@ __all__ = ["bucket_by_length", "BucketDataset", "BucketIterator", "BucketConfig"
 SNAPSHOT_EVERY = 64
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int | np.integer]:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
@@ -85,8 +85,8 @@ class BucketConfig:
     """
 
     length_fn: Callable[[Any], int]
-    bucket_boundaries: tuple[int, ...]
-    bucket_batch_sizes: tuple[int, ...] | int | None = None
+    bucket_boundaries: Sequence[int]  # a tuple after construction
+    bucket_batch_sizes: Sequence[int] | int | None = None  # a tuple or None after construction
     max_tokens: int | None = None
     drop_remainder: bool = False
 
@@ -183,7 +183,7 @@ class BucketIterator(DatasetIterator):
         bucket.positions.append(pos)
         bucket.max_len = max(bucket.max_len, length)
         n = len(bucket.items)
-        sizes = cfg.bucket_batch_sizes
+        sizes = cast("tuple[int, ...] | None", cfg.bucket_batch_sizes)  # see __post_init__
         if (sizes is not None and n >= sizes[b]) or (
             budget is not None and n * max(bucket.max_len, 1) >= budget
         ):
@@ -302,6 +302,7 @@ class BucketIterator(DatasetIterator):
             raise StateError("bucket state is corrupt: positions do not match the group sizes")
         group_of: dict[int, int] = {}
         k = 0
+        g: int | None
         for g, size in enumerate(sizes):
             for r in rel[k : k + size].tolist():
                 group_of[start + r] = g
@@ -346,7 +347,7 @@ class BucketDataset(Dataset):
         cfg = self._config
         limits = []
         if cfg.bucket_batch_sizes is not None:
-            limits.append(f"sizes={list(cfg.bucket_batch_sizes)}")
+            limits.append(f"sizes={list(cast(tuple, cfg.bucket_batch_sizes))}")
         if cfg.max_tokens is not None:
             limits.append(f"max_tokens={cfg.max_tokens}")
         return f"bucket_by_length({list(cfg.bucket_boundaries)}, {', '.join(limits)})"

@@ -37,7 +37,7 @@ class GlobalShuffleDataset(RandomAccessDataset):
 
     def __init__(self, parent: RandomAccessDataset, *, seed: int | None) -> None:
         super().__init__()
-        self._parents = (parent,)
+        self._parents: tuple[RandomAccessDataset, ...] = (parent,)
         self._seed = resolve_seed(seed)
         self._n = len(parent)
         self._perm_epoch = -1

@@ -116,7 +116,7 @@ class RandomAccessMapDataset(RandomAccessDataset):
 
     def __init__(self, parent: RandomAccessDataset, fn: Callable, name: str) -> None:
         super().__init__()
-        self._parents = (parent,)
+        self._parents: tuple[RandomAccessDataset, ...] = (parent,)
         self._fn = fn
         self._name = name
 

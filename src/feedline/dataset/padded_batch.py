@@ -115,7 +115,8 @@ def _pad_component(path: str, values: list[Any], shape: Any, fill: Any) -> np.nd
             f"field {_label(path)}: padding value {fill!r} does not fit dtype {dtype}"
         ) from exc
     for k, a in enumerate(arrays):
-        out[(k, *(slice(0, s) for s in a.shape))] = a  # type: ignore[index]
+        where: tuple[int | slice, ...] = (k, *(slice(0, s) for s in a.shape))
+        out[where] = a
     return out
 
 

@@ -365,10 +365,12 @@ class _ParallelMapIterator(DatasetIterator):
 
     def _finish_calibration(self) -> None:
         cal, self._calibration = self._calibration, None
+        assert cal is not None  # callers check that calibration is running
         n = cal.decide()
         holder = self._holder
         holder.workers = n
         pool = self._pool
+        assert pool is not None  # calibration runs on an open pool
         if n > pool.size:
             first = pool.size
             pool.add_workers(n - first)
@@ -510,6 +512,7 @@ class _ParallelMapIterator(DatasetIterator):
         already-yielded position (after a restore) or ``None`` at the end."""
         p = self._next_pull
         if self._source is None:
+            assert self._len is not None  # no source: a random-access parent of known length
             if p >= self._len:
                 self._exhausted = True
                 return None
@@ -548,6 +551,7 @@ class _ParallelMapIterator(DatasetIterator):
 
     def _capture(self, p: int) -> None:
         t0 = time.perf_counter()
+        assert self._source is not None  # captures are taken of stream inputs only
         try:
             state = self._source.get_state()
         except StateError as exc:
@@ -593,6 +597,7 @@ class _ParallelMapIterator(DatasetIterator):
         del pend[: self._chunk]
         positions = [p for p, _ in chunk]
         items = None if self._source is None else [x for _, x in chunk]
+        assert self._pool is not None  # sends happen on an open pool
         try:
             self._pool.submit(w, self._gen, self._base, positions, items)
         except Exception as exc:
@@ -633,6 +638,7 @@ class _ParallelMapIterator(DatasetIterator):
 
     def _check_timeouts(self, busy: list[int]) -> None:
         timeout = self._holder.timeout
+        assert timeout is not None  # only called when the stage has a timeout
         now = time.monotonic()
         pool = self._pool
         for w in busy:
@@ -647,6 +653,7 @@ class _ParallelMapIterator(DatasetIterator):
                 raise StageTimeoutError(self._stage, position, timeout)
 
     def _collect(self, w: int) -> None:
+        assert self._pool is not None  # replies are collected from an open pool
         positions, entries, busy, nbytes = self._pool.collect(w)
         n = len(positions)
         self.worker_seconds += busy
@@ -659,7 +666,7 @@ class _ParallelMapIterator(DatasetIterator):
             self._calibration.add_worker(items=n, seconds=busy)
         per_item = busy / n
         per_bytes = nbytes / n
-        if self._item_s is None:
+        if self._item_s is None or self._item_bytes is None:  # both are set together
             self._item_s, self._item_bytes = per_item, per_bytes
         else:
             self._item_s = 0.7 * self._item_s + 0.3 * per_item

@@ -94,7 +94,7 @@ class ShardDataset(RandomAccessDataset):
 
     def __init__(self, parent: RandomAccessDataset, rank: int, world: int, policy: str) -> None:
         super().__init__()
-        self._parents = (parent,)
+        self._parents: tuple[RandomAccessDataset, ...] = (parent,)
         self.rank, self.world_size, self.policy = rank, world, policy
 
     @property

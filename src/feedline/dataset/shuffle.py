@@ -171,6 +171,7 @@ class _ShuffleIterator(DatasetIterator):
             self._steady_offset = self._draws - read
         next_snapshot = -(-read // size) * size
         while not self._exhausted:
+            assert self._steady_offset is not None  # set above; cleared only at the end
             b, i = divmod(read + self._steady_offset, _BLOCK)
             slots = self._steady_block(b)
             for j in slots[i:]:

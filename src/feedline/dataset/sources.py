@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any
 
 from feedline._internal.validate import callable_arg, non_negative_int
@@ -213,7 +213,7 @@ class _ReaderIterator(DatasetIterator):
         self._count = 0
         self._gen = self._generate()
 
-    def _generate(self) -> Iterator:
+    def _generate(self) -> Generator:
         if self._source is None:
             self._source = iter(self._reader())
         if not self._deterministic:  # no state to keep: hand items straight through

@@ -39,7 +39,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, cast
 
 from feedline._internal.notes import add_note
 from feedline._internal.validate import non_negative_int
@@ -68,7 +68,8 @@ class ThreadMapDataset(Dataset):
         super().__init__()
         self._parents = (parent,)
         self._fn = fn
-        self.workers = (os.cpu_count() or 1) + 1 if workers == "auto" else workers
+        # map() passes "auto" or a positive int
+        self.workers = (os.cpu_count() or 1) + 1 if workers == "auto" else cast(int, workers)
         self.ordered = bool(ordered)
         self._depth = buffer_size or 2 * self.workers
         self._name = name
@@ -93,7 +94,7 @@ class _ThreadMapIterator(DatasetIterator):
         self._source = source
         self._indexed = indexed
         self._length = len(indexed) if indexed is not None else None
-        self._base = epoch * self._length if indexed is not None else 0
+        self._base = epoch * self._length if self._length is not None else 0
         self._executor: ThreadPoolExecutor | None = None
         self._start = 0  # position of the first item of this run (random access: index)
         self._pos = 0  # next position to pull
@@ -122,6 +123,7 @@ class _ThreadMapIterator(DatasetIterator):
         while len(self._inflight) < depth and not self._exhausted:
             p = self._pos
             if self._indexed is not None:
+                assert self._length is not None  # set with _indexed
                 if p >= self._length:
                     self._exhausted = True
                     break
@@ -132,6 +134,7 @@ class _ThreadMapIterator(DatasetIterator):
                 fut = self._submit(pool, p, _read_and_apply, self._fn, self._indexed,
                                    self._base + p)
             else:
+                assert self._source is not None  # a stream input when not indexed
                 if self._state_error is None:
                     try:
                         self._states[p] = self._source.get_state()
@@ -236,6 +239,7 @@ class _ThreadMapIterator(DatasetIterator):
             raise StateNotSupportedError(
                 f"{self._owner.name} cannot report its position because its input cannot: "
                 f"{self._state_error}") from self._state_error
+        assert self._source is not None  # a stream input when not indexed
         parent = self._states[oldest] if oldest in self._states else self._source.get_state()
         return {"type": "thread_map", "parent": parent, "done": done}
 
@@ -263,6 +267,7 @@ class _ThreadMapIterator(DatasetIterator):
             start = non_negative_int("state['next']", state["next"])
         else:
             check_state(state, "thread_map", ("parent",))
+            assert self._source is not None  # a stream input when not indexed
             self._source.set_state(state["parent"])
             self._states = {}
             start = 0

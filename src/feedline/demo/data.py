@@ -145,7 +145,7 @@ def decode_record(record: bytes, scale: float = 16.0) -> tuple[np.ndarray, int]:
     return pixels, int(header.label)
 
 
-_EXAMPLE_SPEC = {"image_raw": FixedLenFeature([], "string"), "label": FixedLenFeature([], "int64")}
+_EXAMPLE_SPEC = {"image_raw": FixedLenFeature((), "string"), "label": FixedLenFeature((), "int64")}
 
 
 def decode_example(record: bytes, scale: float = 16.0) -> tuple[np.ndarray, int]:

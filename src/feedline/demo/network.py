@@ -30,6 +30,8 @@ __all__ = ["mlp", "digits_network"]
 
 def mlp(pixel: data_type.InputType, label: data_type.InputType) -> torch.nn.Module:
     """fc 200 -> fc 200 -> ``label.value_range`` logits, for ``pixel.dim`` inputs."""
+    # a dense pixel input and an integer label: both sizes are known
+    assert pixel.dim is not None and label.value_range is not None
     return torch.nn.Sequential(
         torch.nn.Linear(pixel.dim, 200), torch.nn.ReLU(),
         torch.nn.Linear(200, 200), torch.nn.ReLU(),

@@ -12,7 +12,7 @@ import itertools
 import math
 import operator
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -140,6 +140,7 @@ def _dense(t: InputType, tokens: list) -> np.ndarray:
 
 def _integers(t: InputType, tokens: list) -> np.ndarray:
     hi = t.value_range
+    assert hi is not None  # integer inputs have a value range (checked by InputType)
     count = t.shape[0]
     n = len(tokens)
     if count is None:
@@ -265,7 +266,8 @@ def _convert_tokens(t: InputType, tokens: list) -> Any:
     if t.kind == DENSE:
         return _dense(t, tokens)
     if t.kind == INTEGER:
-        return _ids(tokens, t.value_range, t.np_dtype, "an integer id")
+        # integer inputs have a value range and a dtype (checked by InputType)
+        return _ids(tokens, cast(int, t.value_range), cast(np.dtype, t.np_dtype), "an integer id")
     if t.kind == INTEGERS:
         return _integers(t, tokens)
     return _sparse(t, tokens)

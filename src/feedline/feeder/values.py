@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import reprlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -237,13 +237,14 @@ class SequenceValue:
     def sub_sequence_lengths(self) -> np.ndarray:
         """Tokens per sub-sequence (sub-sequence batches only)."""
         self._need_sub()
-        return np.diff(self.sub_sequence_start_positions)
+        return np.diff(cast(np.ndarray, self.sub_sequence_start_positions))  # see _need_sub
 
     @property
     def num_sub_sequences(self) -> np.ndarray:
         """Sub-sequences per sample (sub-sequence batches only)."""
         self._need_sub()
-        bounds = np.searchsorted(self.sub_sequence_start_positions, self.sequence_start_positions)
+        bounds = np.searchsorted(cast(np.ndarray, self.sub_sequence_start_positions),
+                                 self.sequence_start_positions)
         return np.diff(bounds)
 
     def _need_sub(self) -> None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numbers
 import os
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -111,8 +111,9 @@ def _column(i: int, value: Any) -> _Col:
         return _Col(kind, value.item())
     if isinstance(value, numbers.Integral):
         lo, hi = _INT_RANGE["int32"]
-        kind = "int32" if lo <= value <= hi else "int64"
-        if not _INT_RANGE["int64"][0] <= value <= _INT_RANGE["int64"][1]:
+        iv = cast(int, value)  # the numbers.Integral stubs lack the comparisons
+        kind = "int32" if lo <= iv <= hi else "int64"
+        if not _INT_RANGE["int64"][0] <= iv <= _INT_RANGE["int64"][1]:
             raise ValueError(f"{what} = {value} does not fit in int64")
         return _Col(kind, int(value))
     if isinstance(value, numbers.Real):
@@ -338,7 +339,7 @@ def _decode(records, cols, delim, quote, na, select, locate) -> list[np.ndarray]
         if any(len(r) != want for r in rows):
             k = next(k for k, r in enumerate(rows) if len(r) != want)
             raise DecodeError(f"expected {want} fields, found {len(rows[k])}", **locate(k))
-        columns = list(zip(*rows)) if rows else [()] * want
+        columns: list[Any] = list(zip(*rows)) if rows else [()] * want
     else:
         need = select[-1] + 1
         if any(len(r) < need for r in rows):

@@ -128,6 +128,13 @@ class FixedLengthRecords:
     ``len()`` and iterating also work on fsspec URLs read with ``storage_options``.
     """
 
+    paths: list[str]
+    record_bytes: int
+    header_bytes: int
+    footer_bytes: int
+    on_error: str
+    storage_options: dict | None
+
     def __init__(
         self,
         paths: Any,
@@ -218,6 +225,13 @@ class FixedLengthIterator(DatasetIterator[bytes]):
     when the iterator reaches it.
     """
 
+    paths: list[str]
+    record_bytes: int
+    header_bytes: int
+    footer_bytes: int
+    on_error: str
+    storage_options: dict | None
+
     def __init__(
         self,
         paths: Any,
@@ -253,6 +267,7 @@ class FixedLengthIterator(DatasetIterator[bytes]):
                     report(lay.error(self._index), self.on_error, stacklevel=3)
                     self.skipped += 1
                 self._offset = lay.first
+            assert self._offset is not None  # set just above when the file is fresh
             self._limit = lay.first + lay.count * self.record_bytes
             if self._offset >= self._limit:
                 self._file += 1
@@ -271,6 +286,7 @@ class FixedLengthIterator(DatasetIterator[bytes]):
             if self._f is None and not self._open():
                 raise StopIteration
             while True:
+                assert self._offset is not None  # a file is open (_open returned True)
                 left = self._limit - self._offset
                 if left <= 0:
                     self._close_file()
@@ -282,6 +298,7 @@ class FixedLengthIterator(DatasetIterator[bytes]):
                 want = min(left, max(rb, _CHUNK // rb * rb))
                 data = self._f.read(want)
                 if len(data) < rb:
+                    assert self._lay is not None  # set by _open with the file
                     raise CorruptRecordError(
                         f"file shrank while reading: got {len(data)} of {rb} bytes",
                         path=self._lay.path, index=self._index, offset=self._offset,
@@ -290,6 +307,7 @@ class FixedLengthIterator(DatasetIterator[bytes]):
                 break
         record = self._buf[self._pos : self._pos + rb]
         self._pos += rb
+        assert self._offset is not None  # a record was buffered from an open file
         self._offset += rb
         self._index += 1
         return record

@@ -30,7 +30,7 @@ import io
 import os
 import struct
 import zlib
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import numpy as np
 
@@ -59,7 +59,7 @@ def _corrupt(problem: str, path: str | None, offset: int) -> CorruptRecordError:
     return CorruptRecordError(problem, path=path, offset=offset)
 
 
-def _read_upto(f: BinaryIO, n: int) -> bytes:
+def _read_upto(f: IO[bytes] | gzip.GzipFile, n: int) -> bytes:
     """Read at most ``n`` bytes in bounded chunks (``n`` may be absurdly large when it
     comes from a damaged header; never allocate it up front)."""
     pieces = []
@@ -96,7 +96,7 @@ def _parse_header(head: bytes, path: str | None) -> tuple[np.dtype, tuple[int, .
     return IDX_TYPES[code], shape, header_size
 
 
-def _decode_stream(f: BinaryIO, path: str | None) -> np.ndarray:
+def _decode_stream(f: IO[bytes] | gzip.GzipFile, path: str | None) -> np.ndarray:
     head = _read_upto(f, 4)
     ndim = head[3] if len(head) == 4 else 0
     head += _read_upto(f, 4 * ndim)
@@ -129,7 +129,7 @@ def decode_idx(data: bytes, *, path: str | None = None) -> np.ndarray:
     return _decode_any(io.BytesIO(bytes(data)), path)
 
 
-def _decode_any(f: BinaryIO, path: str | None) -> np.ndarray:
+def _decode_any(f: IO[bytes], path: str | None) -> np.ndarray:
     magic = f.read(2)
     f.seek(0)
     if magic != _GZIP_MAGIC:

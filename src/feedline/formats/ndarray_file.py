@@ -43,7 +43,7 @@ _LIST_MAGIC = 0x112
 _V2_MAGIC = 0xF993FAC9
 _V3_MAGIC = 0xF993FACA
 _CPU = 1
-_DTYPES = {
+_DTYPES: dict[int, np.dtype] = {
     0: np.dtype("<f4"), 1: np.dtype("<f8"), 2: np.dtype("<f2"), 3: np.dtype("u1"),
     4: np.dtype("<i4"), 5: np.dtype("i1"), 6: np.dtype("<i8"), 7: np.dtype("?"),
 }

@@ -358,6 +358,7 @@ class ShardedWriter:
         self._state = "closed"
 
     def _write_manifest(self, files: dict[str, int], *, complete: bool) -> None:
+        assert self._manifest is not None  # callers check that the set has a manifest
         body = {
             "version": 1,
             "complete": complete,

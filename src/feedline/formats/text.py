@@ -210,6 +210,7 @@ class TextLineReader(DatasetIterator[Any]):
         return False
 
     def _decode(self, line: bytes, k: int) -> Any:
+        assert self.encoding is not None  # callers decode only with an encoding
         try:
             return line.decode(self.encoding)
         except UnicodeDecodeError as exc:

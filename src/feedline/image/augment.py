@@ -531,7 +531,7 @@ class Normalize(Augmenter):
         if not self._image_mean:
             m = mean_arr.reshape(-1).astype(np.float64)
             self._bias = (-m * self._inv_std.astype(np.float64)).astype(np.float32)
-        self._mean_chw = None
+        self._mean_chw: np.ndarray | None = None
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

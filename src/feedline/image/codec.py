@@ -263,6 +263,7 @@ def decode(
             if min_side is not None:
                 min_h, min_w = (min_side, 0) if height <= width else (0, min_side)
             else:
+                assert target_size is not None  # one of the two is given (condition above)
                 min_h, min_w = target_size
             dims = _reduced_dims(height, width, min_h, min_w)
             if dims is not None:

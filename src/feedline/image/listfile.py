@@ -47,7 +47,7 @@ class ListItem(NamedTuple):
     """One line of a ``.lst`` file: ``index``, ``labels`` (a tuple of floats, at least
     one) and ``path`` (relative to the image root, ``/``-separated)."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # the public field name shadows tuple.index
     labels: tuple[float, ...]
     path: str
 

@@ -206,7 +206,7 @@ def _encode_item(item: ListItem, cfg: _Config) -> tuple[ListItem, bytes, int, in
         height, width, fmt = probe(data, path=path)
         return item, data, height, width, 0, fmt
     mode = "RGB" if cfg.color == "rgb" else "L"
-    hints = {"min_side": cfg.resize} if cfg.resize else {}
+    hints: dict[str, Any] = {"min_side": cfg.resize} if cfg.resize else {}
     img = decode(data, mode=mode, path=path, **hints)
     if cfg.center_crop:
         h, w = img.shape[:2]

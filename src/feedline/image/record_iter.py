@@ -862,13 +862,13 @@ class ImageRecordIter(DataIter, Closeable):
                     f"({self._max_skips}); the last: {reason}", path=path, index=index)
 
     @property
-    def provide_data(self) -> list[DataDesc]:  # type: ignore[override]
+    def provide_data(self) -> list[DataDesc]:
         """``[DataDesc(data_name, (batch_size, C, H, W), dtype, "NCHW")]``."""
         dtype = np.dtype(self.dtype)
         return [DataDesc(self.data_names[0], (self.batch_size, *self.data_shape), dtype, "NCHW")]
 
     @property
-    def provide_label(self) -> list[DataDesc]:  # type: ignore[override]
+    def provide_label(self) -> list[DataDesc]:
         """``[DataDesc(label_name, (batch_size,) or (batch_size, label_width), float32, "NCHW")]``."""
         shape = (self.batch_size,) if self.label_width == 1 else (self.batch_size, self.label_width)
         return [DataDesc(self.label_names[0], shape, np.dtype("float32"), "NCHW")]

@@ -82,6 +82,7 @@ def _seek_recordio(path: str, local: int, size: int | None = None,
     4), stepping as dmlc-core's ``RecordIOSplitter::SeekRecordBegin``; the file size if
     there is none."""
     if is_remote(path):
+        assert size is not None  # the caller passes the size it listed
         return _seek_recordio_remote(path, local, size, storage_options)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         size = len(mm)
@@ -133,6 +134,7 @@ def _seek_text_remote(path: str, local: int, size: int, so: dict | None) -> int:
         while m.end() == len(data) and pos < size:  # the run may go on in the next range
             data = read_range(path, pos, min(pos + _SEEK_CHUNK, size), storage_options=so)
             m = re.compile(rb"[\r\n]*").match(data)
+            assert m is not None  # the pattern matches the empty string
             pos += m.end()
         return pos
     return size
@@ -143,6 +145,7 @@ def _seek_text(path: str, local: int, size: int | None = None,
     """Offset in ``path`` just past the first run of newline characters at or after
     ``local`` (dmlc-core's ``LineSplitter::SeekRecordBegin``); the file size if none."""
     if is_remote(path):
+        assert size is not None  # the caller passes the size it listed
         return _seek_text_remote(path, local, size, storage_options)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         m = _NEWLINES.search(mm, local)
@@ -273,6 +276,7 @@ def _text_lines(
                 n = len(buf)
                 while p < n:
                     m = _LINE.match(buf, p)
+                    assert m is not None  # the pattern matches the empty string
                     if m.end() == n and not eof:
                         break  # the line or its newline run may go on in the next chunk
                     p = m.end()

@@ -163,11 +163,11 @@ class IndexedRecordFiles(RandomAccessDataset):
 def indexed_records(paths: Sequence[str | os.PathLike], *, format: str = "auto") -> IndexedRecordFiles:
     """One random-access dataset over the records of indexed files; see the module docstring."""
     one_of("format", format, ("auto", "recordio", "tfrecord"))
-    paths = [os.fspath(p) for p in paths]
-    if not paths:
+    names = [os.fspath(p) for p in paths]
+    if not names:
         raise ValueError("`paths` must name at least one file, got none")
-    formats = [_indexed_format(p) if format == "auto" else format for p in paths]
-    return IndexedRecordFiles(paths, formats)
+    formats = [_indexed_format(p) if format == "auto" else format for p in names]
+    return IndexedRecordFiles(names, formats)
 
 
 def record_reader(path: str, *, format: str = "auto", on_error: str = "raise",

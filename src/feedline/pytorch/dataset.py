@@ -63,7 +63,7 @@ import copy
 import logging
 import multiprocessing
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -79,7 +79,10 @@ logger = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 
-torch = require("torch", extra="torch")
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = require("torch", extra="torch")
 
 
 def _splittable_types() -> tuple[type, ...]:
@@ -163,7 +166,7 @@ class TorchMapDataset(torch.utils.data.Dataset):
         self.convert = bool(convert)
         self.pin_memory = bool(pin_memory)
         self.epoch = 0
-        self._convert: Callable[[Any], Any] | None | bool = False  # built lazily per process
+        self._convert: Callable[[Any], Any] | None | Literal[False] = False  # built lazily per process
 
     def set_epoch(self, epoch: int) -> None:
         """Read epoch ``epoch`` of the pipeline from now on (``DistributedSampler``-style)."""

@@ -38,7 +38,7 @@ L = require("lightning", extra="lightning")
 StatefulDataLoader = require("torchdata.stateful_dataloader", extra="torch").StatefulDataLoader
 
 
-class PrefetchAwareLoader(StatefulDataLoader):
+class PrefetchAwareLoader(StatefulDataLoader):  # type: ignore[misc,valid-type]  # base from require()
     """A ``StatefulDataLoader`` whose ``state_dict()`` leaves out the last ``prefetched``
     batches it produced while its iterator is not exhausted (a consumer that fetches
     ahead, like Lightning's training loop, has not used them yet), and under
@@ -150,7 +150,7 @@ def stateful_loader(pipeline: Dataset, *, batch_size: int | None = None, num_wor
                                num_workers=num_workers, prefetched=prefetched, **loader_options)
 
 
-class FeedlineDataModule(L.LightningDataModule):
+class FeedlineDataModule(L.LightningDataModule):  # type: ignore[name-defined]  # base from require()
     """A ``LightningDataModule`` over feedline pipelines (see the module docstring).
 
     ``train``/``val``/``test``/``predict``: the pipelines (``None``: no such loader);

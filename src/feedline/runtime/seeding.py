@@ -33,6 +33,7 @@ import hashlib
 import random
 import secrets
 import sys
+from typing import Any
 
 __all__ = ["derive_seed", "seed_all", "fresh_seed"]
 
@@ -54,7 +55,7 @@ def fresh_seed() -> int:
 def seed_all(seed: int) -> None:
     """Seed :mod:`random`, numpy's global generator and, if imported, torch from ``seed``."""
     random.seed(seed)
-    np = sys.modules.get("numpy")
+    np: Any = sys.modules.get("numpy")
     if np is None:
         import numpy as np
     np.random.seed(seed & 0xFFFFFFFF)

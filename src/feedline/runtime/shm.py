@@ -117,7 +117,7 @@ def check_shm_space(required: int, *, path: str = SHM_DIR, what: str = "the shar
         )
 
 
-def _fmt_bytes(n: int) -> str:
+def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -190,7 +190,7 @@ class BufferRecycler:
     def __init__(self, keep_bytes: int = 64 << 20) -> None:
         self._keep = keep_bytes
         self._free: dict[int, list[mmap.mmap]] = {}
-        self._types: dict[int, type] = {}
+        self._types: dict[int, type[ctypes.Array[ctypes.c_char]]] = {}
         self._lock = threading.Lock()
         self.free_bytes = 0
 

@@ -151,7 +151,7 @@ class _TimedIterator(DatasetIterator):
         if self._fill is not None:
             self.buffer_fill = fill
         # counters the stage keeps itself (seconds, growing): sampled after every call
-        self._counters = [[name, 0.0] for name in _COUNTERS if hasattr(it, name)]
+        self._counters: list[list[Any]] = [[name, 0.0] for name in _COUNTERS if hasattr(it, name)]
         self._has_workers = hasattr(it, "worker_count")
 
     def __next__(self) -> Any:
@@ -260,7 +260,10 @@ class PipelineStats:
         stages = []
         now = self._clock()
         for rec in records:
-            span = (rec.last_end - rec.first_start) if rec.first_start is not None else 0.0
+            span = (
+                (rec.last_end - rec.first_start)
+                if rec.first_start is not None and rec.last_end is not None else 0.0
+            )
             fill = None
             if rec.fill_n:
                 fill = (rec.fill_min, rec.fill_sum / rec.fill_n, rec.fill_max)
@@ -280,8 +283,9 @@ class PipelineStats:
             ))
         starts = [r.first_start for r in records if r.first_start is not None]
         ends = [r.last_end for r in records if r.last_end is not None]
-        wall = (max(ends) - min(starts)) if starts else 0.0
+        wall = (max(ends) - min(starts)) if starts and ends else 0.0
         rooted = [s for s, r in zip(stages, records) if r.key == self._root]
+        top: StageStats | None
         if rooted:
             top = rooted[0]
         else:

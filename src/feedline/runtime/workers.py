@@ -526,7 +526,7 @@ class WorkerPool:
                 pdeathsig=threading.current_thread() is threading.main_thread(),
                 via_server=self.start_method == "forkserver",
             )
-            process = ctx.Process(
+            process = ctx.Process(  # type: ignore[attr-defined]  # stubs: BaseContext lacks it
                 target=_worker_main,
                 args=(
                     spec, index, task_r, result_w,

@@ -31,7 +31,7 @@ import io
 import os
 import zlib
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from feedline.exceptions import CorruptRecordError
 from feedline.storage.fs import is_remote, open_file, strip_file_scheme
@@ -113,7 +113,7 @@ class DecompressReader(io.RawIOBase):
     forward by decompressing and dropping. ``close()`` closes the underlying file.
     """
 
-    def __init__(self, fileobj: BinaryIO, compression: str, *, path: str | None = None) -> None:
+    def __init__(self, fileobj: IO[bytes], compression: str, *, path: str | None = None) -> None:
         if compression not in _WBITS:
             raise ValueError(f"`compression` must be 'GZIP' or 'ZLIB', got {compression!r}")
         self._f = fileobj
@@ -241,12 +241,14 @@ class CompressWriter(io.RawIOBase):
         if compression not in _WBITS:
             raise ValueError(f"`compression` must be 'GZIP' or 'ZLIB', got {compression!r}")
         self._f = fileobj
-        self._c = zlib.compressobj(level, zlib.DEFLATED, _WBITS[compression])
+        self._c: zlib._Compress | None = zlib.compressobj(level, zlib.DEFLATED, _WBITS[compression])
 
     def writable(self) -> bool:
         return True
 
     def write(self, data: Any) -> int:
+        if self._c is None:
+            raise ValueError("I/O operation on closed file")
         out = self._c.compress(data)
         if out:
             self._f.write(out)
@@ -263,6 +265,7 @@ class CompressWriter(io.RawIOBase):
             return
         try:
             compressor, self._c = self._c, None
+            assert compressor is not None  # cleared only here, and the stream is closed after
             self._f.write(compressor.flush(zlib.Z_FINISH))
         finally:
             self._f.close()
@@ -274,7 +277,7 @@ def open_reader(
     compression: str | None,
     *,
     storage_options: dict | None = None,
-    detect: Callable[[BinaryIO], str | None] | None = None,
+    detect: Callable[[IO[bytes]], str | None] | None = None,
 ) -> tuple[Any, str | None]:
     """Open ``path`` for reading; return ``(stream, compression)``.
 

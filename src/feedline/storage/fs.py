@@ -166,7 +166,7 @@ def _expand_one(pattern: str, storage_options: dict | None) -> list[str]:
     if _MAGIC & set(local):
         return sorted(p for p in _glob.glob(local, recursive=True) if os.path.isfile(p))
     if os.path.isdir(local):
-        out = []
+        out: list[str] = []
         for root, _, names in os.walk(local):
             out.extend(os.path.join(root, n) for n in names if not n.startswith("."))
         return sorted(out)

@@ -235,6 +235,7 @@ class RunnerBuilder:
         model = CreateModel(self.network, device=self.device, module=module, seed=self.seed)
         if self._trainer is None:
             t = self._tester
+            assert t is not None  # checked above: a trainer or a tester is set
             items: list[RunnerItem] = [model]
             if updater is not None:
                 items.append(_UseUpdater(updater))

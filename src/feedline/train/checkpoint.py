@@ -53,7 +53,7 @@ import random
 import re
 import struct
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import google_crc32c
 import numpy as np
@@ -154,7 +154,7 @@ def _decode(path: str | os.PathLike, expected_kind: str) -> dict:
 
 def capture_rng() -> dict[str, Any]:
     """The state of Python's ``random``, numpy's global generator and torch's generators."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    name, keys, pos, has_gauss, cached = cast(tuple, np.random.get_state())  # the legacy tuple
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)],

@@ -47,7 +47,7 @@ import torch
 import torch.distributed as dist
 
 from feedline._internal.validate import non_negative_int, one_of, positive_int
-from feedline.dataset.base import RandomAccessDataset
+from feedline.dataset.base import Dataset, RandomAccessDataset
 
 __all__ = [
     "default_backend",
@@ -196,7 +196,7 @@ class RankSplitDataset(RandomAccessDataset):
     def __init__(self, parent: RandomAccessDataset, rank: int, world_size: int, mode: str,
                  remainder: str) -> None:
         super().__init__()
-        self._parents = (parent,)
+        self._parents: tuple[RandomAccessDataset, ...] = (parent,)
         self._n = n = len(parent)
         self.rank, self.world_size, self.mode, self.remainder = rank, world_size, mode, remainder
         base, extra = divmod(n, world_size)
@@ -235,7 +235,7 @@ class RankSplitDataset(RandomAccessDataset):
 
 
 def split_dataset(
-    dataset: RandomAccessDataset,
+    dataset: Dataset,
     rank: int,
     world_size: int,
     *,

@@ -72,7 +72,7 @@ class ModelAverager:
             self.previous_count, self.current_count = self.current_count, 0
 
     @torch.no_grad()
-    def averaged(self) -> list[torch.Tensor]:
+    def averaged(self) -> Sequence[torch.Tensor]:
         """New tensors holding the averaged parameters (the parameters themselves before
         the first update)."""
         n = self.previous_count + self.current_count

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from feedline._internal.validate import optional_positive_int
 from feedline.data_type import DENSE, INTEGER, InputType
@@ -299,6 +299,7 @@ class Network:
             return self._set_sparse(self._model)
         fn = self._model
         kwargs = {}
+        params: Mapping[str, inspect.Parameter]
         try:
             params = inspect.signature(fn).parameters
         except (TypeError, ValueError):
@@ -323,7 +324,7 @@ class Network:
 
         tables = {n: m for n, m in model.named_modules()
                   if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))}
-        names = list(tables) if self.sparse_update is True else list(self.sparse_update)
+        names = list(tables) if isinstance(self.sparse_update, bool) else list(self.sparse_update)
         for name in names:
             if name not in tables:
                 raise ValueError(
@@ -358,13 +359,15 @@ class Network:
         if self.cost is None:
             cost = output
         elif self.cost == "classification":
+            assert label is not None  # a str cost needs a label (checked in __init__)
             cost = F.cross_entropy(output, label)
         elif self.cost == "regression":
+            assert label is not None  # a str cost needs a label (checked in __init__)
             if label.numel() == output.numel():
                 label = label.reshape(output.shape)
             cost = F.mse_loss(output, label)
         else:
-            cost = self.cost(output, label)
+            cost = cast(Callable, self.cost)(output, label)  # checked callable in __init__
         if getattr(cost, "dim", None) is None or cost.dim() != 0:
             raise ValueError(
                 "the cost must be a scalar tensor (0 dimensions), got "

@@ -72,12 +72,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 from feedline._internal.validate import non_negative_int
 from feedline.exceptions import CheckpointError
 
 __all__ = ["Runner", "RunnerItem", "RunnerContext"]
+
+_ItemT = TypeVar("_ItemT")
 
 _HOOKS = ("on_pass_begin", "on_pass_end", "on_batch_begin", "on_batch_end", "finalize")
 
@@ -218,7 +220,7 @@ class Runner:
         self._items.append(item)
         return self
 
-    def find(self, kind: type) -> RunnerItem | None:
+    def find(self, kind: type[_ItemT]) -> _ItemT | None:
         """The first (outermost) item that is an instance of ``kind``, or ``None``."""
         for item in self._items:
             if isinstance(item, kind):

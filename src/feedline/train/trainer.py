@@ -229,4 +229,4 @@ def test(
     return trainer.test(reader, feeding, batch_size=batch_size)
 
 
-test.__test__ = False  # not a pytest test function
+test.__test__ = False  # type: ignore[attr-defined]  # not a pytest test function

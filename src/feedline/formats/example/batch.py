@@ -238,7 +238,7 @@ def decode(joined: bytes, ranges: np.ndarray, extra: dict[int, wire.RawFeature])
     if scalar:  # drop partial lockstep results of records that need the full decoder
         keep = ~np.isin(record, scalar)
         record, start, end = record[keep], start[keep], end[keep]
-    todo = {i: None for i in scalar}
+    todo: dict[int, wire.RawFeature | None] = {i: None for i in scalar}
     todo.update(extra)
     if todo:
         more_r, more_s, more_e = [record], [start], [end]

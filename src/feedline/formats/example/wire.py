@@ -70,6 +70,8 @@ class Malformed(Exception):
         self.message = message
         self.pos = pos
 
+    record: int  # set by the batch decoder: the record (or step) the problem is in
+
 
 class RawFeature(NamedTuple):
     """A ``Feature`` located in a serialized message: ``kind`` and value byte ranges."""
@@ -471,7 +473,7 @@ def parse_sequence(buf: bytes, strict: bool = False) -> tuple[dict, dict]:
 # --------------------------------------------------------------------------- numbers
 
 
-def decode_varints(data: bytes) -> np.ndarray:
+def decode_varints(data: bytes | np.ndarray) -> np.ndarray:
     """Decode concatenated varints (each ending with a byte < 0x80) to int64, vectorised.
 
     ``data`` must end with a terminating byte (the parsers guarantee it); values are
@@ -510,7 +512,7 @@ def decode_varints(data: bytes) -> np.ndarray:
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
     # position of each byte inside its varint
-    group = np.cumsum(is_end) - is_end
+    group: np.ndarray = np.cumsum(is_end) - is_end
     within = np.arange(arr.size) - starts[group]
     if int(within.max()) >= 10:
         raise Malformed("varint longer than 10 bytes", int(starts[group[np.argmax(within)]]))

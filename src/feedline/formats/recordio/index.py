@@ -247,14 +247,16 @@ class IndexedRecordIO(Closeable):
     # -- lifecycle
     def close(self) -> None:
         """Close the files (flushing both in mode ``"w"``); idempotent."""
-        if getattr(self, "_writer", None) is not None:
-            self._writer.close()
+        writer = getattr(self, "_writer", None)
+        if writer is not None:
+            writer.close()
             self._writer = None
         if getattr(self, "_fidx", None) is not None:
             self._fidx.close()
             self._fidx = None
-        if getattr(self, "_fd", None) is not None:
-            os.close(self._fd)
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
             self._fd = None
 
     def __getstate__(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import bisect
 import os
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
 
 from feedline._internal.on_error import check_on_error, report
 from feedline.dataset.iterator import DatasetIterator, check_state
@@ -76,7 +76,7 @@ class RecordIOWriter:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = os.fspath(path)
-        self._f = open(self.path, "wb")  # noqa: SIM115 - closed by close()
+        self._f: IO[bytes] | None = open(self.path, "wb")  # noqa: SIM115 - closed by close()
         self._pos = 0
 
     def write(self, payload: bytes | bytearray | memoryview) -> int:
@@ -150,7 +150,7 @@ class Window:
         self.pos = 0
         self.base = start
         self._fi = -1
-        self._f = None
+        self._f: IO[Any] | None = None
 
     @property
     def offset(self) -> int:
@@ -180,6 +180,7 @@ class Window:
                 self._f = self.opener(self.paths[i], "rb", storage_options=self.storage_options)
                 self._fi = i
             local = at - self.starts[i]
+            assert self._f is not None  # file i is open (opened above when it changed)
             self._f.seek(local)
             want = min(n, self.sizes[i] - local)
             data = _read_fully(self._f, want)
@@ -293,6 +294,7 @@ def iter_records(
     unpack = HEADER.unpack_from
     magic_word = MAGIC
     mask = LENGTH_MASK
+    problem: str | None
     while True:
         buf, pos = win.buf, win.pos
         if len(buf) - pos < 8:

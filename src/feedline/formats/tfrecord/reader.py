@@ -394,6 +394,7 @@ class TFRecordReader(DatasetIterator[bytes]):
             src.dead = True
             self._skipped_bytes += max(0, src.offset() - at)
             return
+        assert not isinstance(resume, str)  # "scan" was resolved to an offset or None above
         src.seek(resume)
         self._skipped_bytes += max(0, src.offset() - at)
 

@@ -182,10 +182,12 @@ def _cut(buf, offsets: np.ndarray, lengths: np.ndarray, runs) -> list[bytes]:
     if not runs:
         mv = memoryview(buf)
         starts = (offsets + HEADER).tolist()
-        out = [mv[a:b].tobytes() for a, b in zip(starts, (offsets + HEADER + lengths).tolist())]
+        out: list[bytes] = [
+            mv[a:b].tobytes() for a, b in zip(starts, (offsets + HEADER + lengths).tolist())
+        ]
         mv.release()
         return out
-    out: list[bytes] = []
+    out = []
     done = 0
     for first, count in runs:
         if first >= n:

@@ -172,7 +172,8 @@ class TarShards(Dataset):
         self.decode, self.image_mode = decode, image_mode
         self.on_error = on_error
         self.storage_options = storage_options
-        self.cache, self.read_ahead = cache, read_ahead
+        # the ShardCache (or None); it shadows Dataset.cache() on this class
+        self.cache, self.read_ahead = cache, read_ahead  # type: ignore[method-assign]
 
     @property
     def name(self) -> str:
@@ -219,7 +220,7 @@ class TarShardsIterator(DatasetIterator[dict]):
 
     # --------------------------------------------------------------- shard access
     def _fetch(self, url: str) -> str:
-        return self._ds.cache.local(url)
+        return self._ds.cache.local(url)  # type: ignore[attr-defined]  # the ShardCache
 
     def _start_ahead(self, i: int) -> None:
         if i >= len(self._order) or i in self._ahead:
@@ -229,7 +230,8 @@ class TarShardsIterator(DatasetIterator[dict]):
             return
         box: list = []
 
-        cache, stop = self._ds.cache, self._stop
+        cache: Any = self._ds.cache  # the ShardCache
+        stop = self._stop
 
         def work() -> None:
             try:

@@ -103,6 +103,7 @@ class CreateModel(RunnerItem):
 
     def state_dict(self) -> dict[str, Any]:
         # live tensors, not copies: a checkpoint serialises them at once
+        assert self._module is not None  # created by initialize(), which runs first
         return {"params": {k: v.detach() for k, v in self._module.state_dict().items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -111,6 +112,11 @@ class CreateModel(RunnerItem):
             from feedline.exceptions import CheckpointError
 
             raise CheckpointError("the model entry holds no parameters")
+        if self._module is None:
+            from feedline.exceptions import CheckpointError
+
+            raise CheckpointError("the model is not created yet: initialize the runner "
+                                  "before loading its state")
         check_params(self._module.state_dict(), params, what="checkpoint")
         self._module.load_state_dict(params)
 

@@ -191,7 +191,7 @@ class DataProvider(RunnerItem):
     from the beginning).
     """
 
-    state_key = "data"
+    state_key: str | None = "data"
 
     def __init__(
         self,
@@ -269,6 +269,7 @@ class DataProvider(RunnerItem):
     def on_pass_begin(self, next_callback: Any) -> None:
         self._close()
         state, self._pending = self._pending, None
+        assert self.pipeline is not None  # built by initialize(), which runs first
         if state is not None:
             self._it = self.pipeline.iterator(state, stats=True if self.stats else None)
         else:

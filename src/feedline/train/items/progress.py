@@ -117,7 +117,7 @@ class Progress(RunnerItem):
         pass_id = getattr(ctx, "pass_id", len(self.passes))
         if test is not None and test.pass_id != pass_id:
             test = None
-        record = {
+        record: dict[str, Any] = {
             "pass_id": pass_id,
             "batches": self._batches,
             "samples": self._samples,

@@ -110,7 +110,7 @@ class LocalUpdater(RunnerItem):
     state_key = "updater"
 
     def __init__(self) -> None:
-        self.optimizer: torch.optim.Optimizer | None = None
+        self.optimizer: torch.optim.Optimizer | SparseDenseOptimizer | None = None
         self.average: ModelAverager | None = None
         self.params: list[torch.nn.Parameter] = []
         self.dense_params: list[torch.nn.Parameter] = []
@@ -161,6 +161,7 @@ class LocalUpdater(RunnerItem):
 
     def start_batch(self) -> None:
         """Clear the gradients before a batch's backward pass."""
+        assert self.optimizer is not None  # built by initialize(), which runs first
         self.optimizer.zero_grad(set_to_none=True)
 
     def update(self) -> None:
@@ -170,6 +171,7 @@ class LocalUpdater(RunnerItem):
             torch.nn.utils.clip_grad_value_(self.dense_params, net.gradient_clipping_threshold)
         if net.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.dense_params, net.max_grad_norm)
+        assert self.optimizer is not None  # built by initialize(), which runs first
         self.optimizer.step()
         self.num_updates += 1
 
@@ -210,6 +212,7 @@ class LocalUpdater(RunnerItem):
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
+        assert self.optimizer is not None  # built by initialize(), which runs first
         return {
             "optimizer": self.optimizer.state_dict(),
             "num_updates": self.num_updates,
@@ -220,6 +223,9 @@ class LocalUpdater(RunnerItem):
         for key in ("optimizer", "num_updates", "average"):
             if key not in state:
                 raise CheckpointError(f"the updater entry lacks {key!r}")
+        if self.optimizer is None:
+            raise CheckpointError("the updater has no optimizer yet: initialize the runner "
+                                  "before loading its state")
         saved_groups = state["optimizer"].get("param_groups", [])
         mine = self.optimizer.state_dict()["param_groups"]
         saved_sizes = [len(g["params"]) for g in saved_groups]
