@@ -454,7 +454,7 @@ def test_webdataset_shard_cache_read_ahead_and_eviction(s3, s3_gets, tmp_path):
     assert [s["__key__"] for s in [first, *rest]] == [f"{i:05d}" for i in range(12)]
     assert inner._ahead == {}  # threads are joined when the iterator ends
     assert not [t for t in threading.enumerate() if t.name.startswith("feedline-wds-ahead")]
-    cache = ds.cache
+    cache = ds.shard_cache
     assert (cache.misses, cache.hits) == (3, 0)
     entries = sorted(os.path.basename(p).split("-", 1)[1] for p, _, _ in cache.entries())
     assert entries == ["shard-000.tar", "shard-001.tar", "shard-002.tar"]
@@ -482,9 +482,9 @@ def test_webdataset_shard_cache_read_ahead_and_eviction(s3, s3_gets, tmp_path):
     limited = fwds.read(url, cache_dir=str(tmp_path / "small"), cache_limit=2 * size + 10,
                         storage_options=options)
     assert len(list(limited)) == 12
-    names = sorted(os.path.basename(p).split("-", 1)[1] for p, _, _ in limited.cache.entries())
+    names = sorted(os.path.basename(p).split("-", 1)[1] for p, _, _ in limited.shard_cache.entries())
     assert names == ["shard-001.tar", "shard-002.tar"]
-    assert limited.cache.evicted == 1
+    assert limited.shard_cache.evicted == 1
     assert not [n for n in os.listdir(tmp_path / "small") if ".tmp-" in n]
 
 

@@ -633,14 +633,18 @@ class _ParallelMapIterator(DatasetIterator):
 
     def _next_deadline(self, busy: list[int]) -> float:
         pool = self._pool
+        assert pool is not None  # called only while the stage has workers
+        timeout = self._holder.timeout
+        assert timeout is not None  # only called when the stage has a timeout
         starts = [p[1] for p in map(pool.progress, busy) if p is not None]
-        return min(starts) + self._holder.timeout if starts else time.monotonic() + _WAIT_SLICE
+        return min(starts) + timeout if starts else time.monotonic() + _WAIT_SLICE
 
     def _check_timeouts(self, busy: list[int]) -> None:
         timeout = self._holder.timeout
         assert timeout is not None  # only called when the stage has a timeout
         now = time.monotonic()
         pool = self._pool
+        assert pool is not None  # called only while the stage has workers
         for w in busy:
             progress = pool.progress(w)
             if progress is not None and now - progress[1] > timeout:

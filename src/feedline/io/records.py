@@ -77,7 +77,7 @@ def _scan_recordio(path: str) -> Any:
     with tempfile.TemporaryDirectory(prefix="feedline-scan-") as tmp:
         idx = os.path.join(tmp, "scan.idx")
         recordio.build_index(path, idx)
-        reader = recordio.IndexedRecordIO(idx, path, "r")
+        reader: Any = recordio.IndexedRecordIO(idx, path, "r")
     reader.idx_path = f"{path} (scanned, no .idx)"
     reader.scanned = True  # the offsets live only in this object
     return reader

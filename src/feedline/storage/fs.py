@@ -187,7 +187,7 @@ def expand(patterns: str | os.PathLike | Iterable[str | os.PathLike], *,
         if not found:
             raise FileNotFoundError(f"no file matches {p!r}")
         out.extend(found)
-    from feedline.sharded import check_shard_sets  # refuse a -of-N set left half-written
+    from feedline.formats.sharded import check_shard_sets  # refuse a -of-N set left half-written
 
     check_shard_sets(out)
     return out

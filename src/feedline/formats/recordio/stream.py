@@ -504,6 +504,7 @@ class RecordIOReader(DatasetIterator[bytes]):
             if win is not None:
                 win.close()
             raise
+        assert self._win is not None  # a record was just read through it
         self._offset = self._win.offset
         self._index += 1
         return payload

@@ -172,8 +172,7 @@ class TarShards(Dataset):
         self.decode, self.image_mode = decode, image_mode
         self.on_error = on_error
         self.storage_options = storage_options
-        # the ShardCache (or None); it shadows Dataset.cache() on this class
-        self.cache, self.read_ahead = cache, read_ahead  # type: ignore[method-assign]
+        self.shard_cache, self.read_ahead = cache, read_ahead  # a ShardCache or None
 
     @property
     def name(self) -> str:
@@ -220,7 +219,7 @@ class TarShardsIterator(DatasetIterator[dict]):
 
     # --------------------------------------------------------------- shard access
     def _fetch(self, url: str) -> str:
-        return self._ds.cache.local(url)  # type: ignore[attr-defined]  # the ShardCache
+        return self._ds.shard_cache.local(url)
 
     def _start_ahead(self, i: int) -> None:
         if i >= len(self._order) or i in self._ahead:
@@ -230,7 +229,7 @@ class TarShardsIterator(DatasetIterator[dict]):
             return
         box: list = []
 
-        cache: Any = self._ds.cache  # the ShardCache
+        cache: Any = self._ds.shard_cache
         stop = self._stop
 
         def work() -> None:
@@ -258,7 +257,7 @@ class TarShardsIterator(DatasetIterator[dict]):
         ds = self._ds
         url = self._order[self._i]
         f: Any
-        if ds.cache is not None and is_remote(url):
+        if ds.shard_cache is not None and is_remote(url):
             path = self._local(self._i)
             try:
                 f = open(path, "rb", buffering=1 << 16)  # noqa: SIM115 - closed in _finish
