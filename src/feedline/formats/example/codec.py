@@ -90,8 +90,17 @@ def _to_feature(name: str, value: Any) -> tuple[str | None, Any]:
         return "float", np.array([value], np.float32)
     if tp is bytes:
         return "bytes", [value]
-    if tp is list and value and all(type(v) is bytes for v in value):
-        return "bytes", value
+    if tp is list and value:
+        first = type(value[0])
+        if first is bytes and all(type(v) is bytes for v in value):
+            return "bytes", value
+        if first is int and all(type(v) is int for v in value):
+            try:
+                return "int64", np.array(value, np.int64)
+            except OverflowError:
+                pass  # the general path names the value that does not fit
+        elif first is float and all(type(v) is float for v in value):
+            return "float", np.array(value, np.float32)
     if value is None:
         return None, None
     if isinstance(value, (bytes, bytearray, memoryview)):

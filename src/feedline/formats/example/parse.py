@@ -308,6 +308,30 @@ def _assemble(name: str, spec: Any, get: _Gather, n: int) -> Any:
 
 
 def _decode_all(joined: bytes, starts: np.ndarray, ranges: dict, extras: dict, what: str):
+    """``{key: Chunks}``: all keys decoded in one lockstep pass (their ``(n, 2)`` range
+    arrays stacked, so the numpy calls are shared), then split by key."""
+    keys = list(ranges)
+    n = len(starts)
+    if len(keys) < 2 or any(len(r) != n for r in ranges.values()):
+        return _decode_each(joined, starts, ranges, extras, what)
+    stacked = np.concatenate([ranges[k] for k in keys])
+    extra = {j * n + i: raw for j, k in enumerate(keys) for i, raw in extras.get(k, {}).items()}
+    try:
+        ch = batch.decode(joined, stacked, extra)
+    except wire.Malformed as exc:
+        i = getattr(exc, "record", None)
+        i = None if i is None else i % n
+        raise _malformed(exc, what, i, int(starts[i]) if i is not None else 0) from exc
+    bounds = np.searchsorted(ch.record, np.arange(len(keys) + 1) * n).tolist()
+    chunks = {}
+    for j, k in enumerate(keys):
+        a, b = bounds[j], bounds[j + 1]
+        chunks[k] = batch.Chunks(ch.kinds[j * n:(j + 1) * n], ch.record[a:b] - j * n,
+                                 ch.start[a:b], ch.end[a:b])
+    return chunks
+
+
+def _decode_each(joined: bytes, starts: np.ndarray, ranges: dict, extras: dict, what: str):
     chunks = {}
     for key, r in ranges.items():
         try:
