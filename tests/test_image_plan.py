@@ -146,8 +146,9 @@ def test_grayscale_and_float_chain(corpus, decoded_sizes):
 
 
 def test_other_chains_and_formats_decode_as_before(corpus, decoded_sizes):
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     # Resize first: the old min_side hint, same result with and without plan
     aug = Compose([Resize(100), CenterCrop(90)])

@@ -71,7 +71,11 @@ Semantics, field by field:
   ``inter_method`` 0/1/2/4 is nearest/bilinear/bicubic/lanczos (MXNet's 3 = area maps
   to Pillow's ``box``). An image smaller than ``(H, W)`` after resize and pad raises.
   ``augmenter=`` replaces all of this by any :class:`~feedline.image.augment.Compose`
-  whose output is ``data_shape``.
+  whose output is ``data_shape``. ``decode_plan=True`` (the default, a feedline
+  addition) lets the chain plan the decode (:meth:`~feedline.image.augment.Compose.decode`:
+  a ``random_resized_crop`` box at least twice ``(H, W)`` is decoded at 1/2, 1/4 or 1/8
+  DCT scale, within the tolerance documented there); ``decode_plan=False`` decodes every
+  image in full first, exactly as before.
 * **randomness**: every random choice for record ``i`` (its position in the whole
   dataset) in epoch ``e`` comes from ``SeedSequence([seed, e, i])``, whichever worker
   decodes it; the shuffle order of epoch ``e`` from ``(seed, e)``. Epoch ``e`` is the
@@ -330,8 +334,10 @@ class _BatchDecoder:
         paths: list[str],
         starts: list[int],
         labels: dict[int, np.ndarray] | None = None,
+        decode_plan: bool = True,
     ) -> None:
         self.format = fmt
+        self.decode_plan = decode_plan
         self.labels = labels
         self.data_shape = data_shape
         self.label_width = label_width
@@ -341,7 +347,6 @@ class _BatchDecoder:
         self.paths = paths
         self.starts = starts
         self.mode = "RGB" if data_shape[0] == 3 else "L"
-        self.hints = augmenter.decode_hints()
         self._creator = os.getpid()
         self._buffer: np.ndarray | None = None
 
@@ -401,14 +406,11 @@ class _BatchDecoder:
             label = np.empty((n, self.label_width), dtype=np.float32)
         for i, (epoch, position, record) in enumerate(records):
             payload, labels = self._split(record, position)
-            img = _decode(payload, self.mode, self.hints, *self._where(position))
-            try:
-                self.augmenter(img, seed=self.seed, epoch=epoch, index=position, out=data[i])
-            except ValueError as exc:
-                path, index = self._where(position)
-                raise DecodeError(
-                    f"cannot augment image of shape {img.shape}: {exc}", path=path, index=index
-                ) from exc
+            path, index = self._where(position)
+            self.augmenter.decode(
+                payload, mode=self.mode, plan=self.decode_plan, seed=self.seed, epoch=epoch,
+                index=position, out=data[i], path=path, record=index,
+            )
             label[i] = labels if self.label_width > 1 else labels[0]
         return data, label
 
@@ -422,12 +424,6 @@ class _NormalizeBatch:
     def __call__(self, batch: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         data, label = batch
         return self.normalize.batch_chw(data), label
-
-
-def _decode(payload: bytes, mode: str, hints: dict, name: str, position: int) -> np.ndarray:
-    from feedline.image.codec import decode
-
-    return decode(payload, mode=mode, path=name, index=position, **hints)
 
 
 def _example_image(record: bytes, name: str, position: int) -> tuple[bytes, np.ndarray]:
@@ -508,6 +504,7 @@ class ImageRecordIter(Closeable):
         scale: float = 1.0,
         mean_img: Any = None,
         augmenter: Compose | None = None,
+        decode_plan: bool = True,
         preprocess_threads: int = 4,
         backend: str = "auto",
         prefetch_buffer: int = 4,
@@ -603,6 +600,7 @@ class ImageRecordIter(Closeable):
             paths=paths,
             starts=list(self._files.starts),
             labels=self._labels,
+            decode_plan=bool(decode_plan),
         )
         grouped = _Batches(source, self.batch_size)
         self._map = grouped.map(decoder, workers=preprocess_threads, name="decode_augment",
