@@ -796,7 +796,7 @@ class Compose(Augmenter):
 
         The planned result differs from full-decode-then-crop-and-resize only by the
         smoothing of the reduced-scale decode: on real photos the mean absolute difference
-        is below 1.5 levels (of 255) per pixel and channel, and below 3 for every image
+        is at most 1.5 levels (of 255) per pixel and channel, and at most 4 for every image
         (measured in ``tests/test_image_plan.py``). libjpeg-turbo's partial (region)
         decoding is not exposed by the binding in use (simplejpeg), so a crop that needs
         no reduction decodes the whole image; see ``docs/guides/images.md``.
