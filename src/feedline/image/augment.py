@@ -290,7 +290,13 @@ class RandomResizedCrop(Augmenter):
     from ``scale`` and an aspect ratio (width / height) log-uniformly from ``ratio``; the
     first box of that area and ratio that fits in the image is placed uniformly at
     random. If none fits, the largest centred box whose ratio is ``ratio`` clamped is used.
-    The box is then resized to ``size`` (int for a square, or ``(height, width)``).
+    The box is then resized to ``size`` (int for a square, or ``(height, width)``). These
+    are torchvision's ``RandomResizedCrop`` semantics (same defaults, same rounding, same
+    fallback); the random numbers come from ``rng``, not torch's generator.
+
+    At the head of a :class:`Compose`, :meth:`Compose.decode` plans the decode: the box is
+    drawn from the JPEG header's size, and a box at least twice ``size`` is decoded at
+    1/2, 1/4 or 1/8 scale (see ``docs/guides/images.md`` for the tolerance).
 
     >>> import numpy as np
     >>> aug = RandomResizedCrop(8, scale=(0.5, 1.0))
