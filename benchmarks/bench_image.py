@@ -274,6 +274,26 @@ def plan_accuracy(folder: pathlib.Path, size: int, limit: int = 300) -> tuple[fl
     return reduced / len(mads), sum(mads) / len(mads), max(mads)
 
 
+def plan_speed(folder: pathlib.Path, size: int, dtype: str, limit: int = 300) -> float:
+    """Single-thread ``Compose.decode`` time without planning divided by the time with it,
+    over the first ``limit`` images; the two are interleaved image by image so that the
+    load of a shared machine hits both alike."""
+    from feedline.image.augment import Compose, HorizontalFlip, Normalize, RandomResizedCrop, ToCHW
+
+    steps: list = [RandomResizedCrop(size), HorizontalFlip()]
+    if dtype == "float32":
+        steps += [Normalize(mean=MEAN, std=STD)]
+    aug = Compose([*steps, ToCHW()])
+    payloads = [p.read_bytes() for p in sorted(folder.glob("*/*.jpg"))[:limit]]
+    spent = {True: 0.0, False: 0.0}
+    for i, data in enumerate(payloads):
+        for plan in ((True, False) if i % 2 else (False, True)):
+            start = time.perf_counter()
+            aug.decode(data, seed=0, index=i, plan=plan)
+            spent[plan] += time.perf_counter() - start
+    return spent[False] / spent[True]
+
+
 def make_rng_for(index: int):
     from feedline.image.augment import make_rng
 
@@ -329,6 +349,8 @@ def resized_workload(folder: pathlib.Path, rec: str, cores: int, args) -> None:
     table.append(["full-decode ceiling vs feedline 112 (uint8)", harness.fmt_rate(ceiling),
                   harness.ratio(small, ceiling), ""])
     acc = {size: plan_accuracy(folder, size) for size in (224, 112)}
+    speed = {(size, dtype): plan_speed(folder, size, dtype)
+             for size in (224, 112) for dtype in ("uint8", "float32")}
     md = [
         "## ImageNet-style pipeline (RandomResizedCrop + mirror, decode planning)",
         "",
@@ -353,6 +375,12 @@ def resized_workload(folder: pathlib.Path, rec: str, cores: int, args) -> None:
         + ". A box must be at least twice the output in both directions to be decoded at "
         "reduced scale (docs/guides/images.md), which a 224 output on photos of this size "
         "rarely allows.",
+        "",
+        "Decode + augment of one image in one thread, `Compose.decode(plan=False)` time divided "
+        "by `plan=True` time, interleaved image by image over the same 300 images (less "
+        "sensitive to the shared machine's load than the pipeline rows): "
+        + "; ".join(f"output {size} {dtype}: {ratio:.2f}x" for (size, dtype), ratio in speed.items())
+        + ".",
         "",
         f"Command: `python benchmarks/bench_image.py --workload resized --count {args.count} "
         f"--epochs {args.epochs} --rounds {args.rounds}`",
