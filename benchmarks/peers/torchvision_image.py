@@ -2,9 +2,11 @@
 
 Runs under the torchvision peer's Python (``harness.run_peer("torchvision", ...)``)::
 
-    python benchmarks/peers/torchvision_image.py FOLDER BATCH WORKERS DTYPE EPOCHS
+    python benchmarks/peers/torchvision_image.py FOLDER BATCH WORKERS DTYPE EPOCHS [CROP]
 
-torchvision transforms: ``RandomCrop(224)``, ``RandomHorizontalFlip()``, then ``ToTensor()`` +
+torchvision transforms: ``RandomCrop(224)`` (``CROP`` = ``random``, the default) or
+``RandomResizedCrop(224)`` (``CROP`` = ``resized``: scale (0.08, 1), ratio (3/4, 4/3), bilinear
+with antialiasing), ``RandomHorizontalFlip()``, then ``ToTensor()`` +
 ``Normalize(mean, std)`` for float32 or ``PILToTensor()`` for uint8 (PIL decodes the JPEGs, as
 ``ImageFolder`` does by default); ``num_workers=WORKERS`` persistent workers. One warm-up epoch,
 then the best of EPOCHS timed epochs. Prints one JSON object on its last line.
@@ -24,9 +26,11 @@ STD = (0.229, 0.224, 0.225)
 
 def main():
     folder, batch, workers, dtype, epochs = sys.argv[1:6]
+    crop = sys.argv[6] if len(sys.argv) > 6 else "random"
     batch, workers, epochs = int(batch), int(workers), int(epochs)
     torch.set_num_threads(1)
-    steps = [transforms.RandomCrop(224), transforms.RandomHorizontalFlip()]
+    first = transforms.RandomResizedCrop(224) if crop == "resized" else transforms.RandomCrop(224)
+    steps = [first, transforms.RandomHorizontalFlip()]
     if dtype == "float32":
         steps += [transforms.ToTensor(), transforms.Normalize(MEAN, STD)]
     else:

@@ -23,7 +23,9 @@ def require(module: str, *, extra: str) -> ModuleType:
     this per batch).
     """
     loaded = sys.modules.get(module)
-    if loaded is not None:
+    # a module another thread is still importing is in sys.modules half-initialised:
+    # import_module then waits for that import to finish
+    if loaded is not None and not getattr(getattr(loaded, "__spec__", None), "_initializing", False):
         return loaded
     try:
         return importlib.import_module(module)

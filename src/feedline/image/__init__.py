@@ -4,7 +4,9 @@
   reduced-size DCT decoding, other formats through Pillow;
 * augmenters (:mod:`feedline.image.augment`): ``Resize``, ``CenterCrop``, ``RandomCrop``,
   ``RandomResizedCrop``, ``HorizontalFlip``, ``ColorJitter``, ``Pad``, ``Normalize``,
-  ``ToCHW``, ``Cast``, chained reproducibly by ``Compose``;
+  ``ToCHW``, ``Cast``, chained reproducibly by ``Compose``; ``Compose.decode(jpeg, ...)``
+  decodes and augments with *decode planning* (a ``RandomResizedCrop`` box at least twice
+  the output is decoded at 1/2, 1/4 or 1/8 DCT scale);
 * :func:`pack_images` (:mod:`feedline.image.pack`, CLI ``feedline pack``): MXNet's im2rec,
   into RecordIO or TFRecord shards; ``.lst`` files in :mod:`feedline.image.listfile`;
 * :class:`ImageRecordIter` (:mod:`feedline.image.record_iter`): MXNet's iterator as a

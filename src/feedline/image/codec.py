@@ -50,7 +50,8 @@ from feedline._internal.optional import require
 from feedline._internal.validate import one_of, optional_positive_int, positive_int
 from feedline.exceptions import DecodeError
 
-__all__ = ["decode", "probe", "image_format", "set_max_pixels", "MAX_PIXELS", "MODES"]
+__all__ = ["decode", "probe", "image_format", "dct_reduction", "set_max_pixels", "MAX_PIXELS",
+           "MODES"]
 
 #: Output modes :func:`decode` accepts, with their channel counts.
 MODES = {"RGB": 3, "L": 1}
@@ -315,3 +316,32 @@ def _decode_pillow(buf, mode, path, index, max_pixels) -> np.ndarray:
 
 def _is_unidentified(exc: Exception) -> bool:
     return type(exc).__name__ == "UnidentifiedImageError"
+
+
+#: The DCT-domain scales libjpeg-turbo decodes fastest (denominators of 1/2, 1/4, 1/8).
+_DCT_DENOMINATORS = (2, 4, 8)
+
+
+def dct_reduction(region: tuple[int, int], size: tuple[int, int]) -> int:
+    """The largest denominator ``d`` in (1, 2, 4, 8) such that a ``region`` of ``(height,
+    width)`` pixels, decoded at ``1/d`` scale, still has at least ``size`` ``(height,
+    width)`` pixels.
+
+    This is the decode planning rule: DCT-domain scaling is used only when the output is
+    at most half the region in both directions (``d >= 2``), so a resize always shrinks
+    (never enlarges) what the reduced decode produced. ``1`` means "decode at full size".
+
+    >>> dct_reduction((400, 300), (224, 224))   # 1/2 would give 200 x 150 rows: too few
+    1
+    >>> dct_reduction((480, 500), (224, 224))
+    2
+    >>> dct_reduction((2000, 1800), (224, 224))
+    8
+    """
+    best = 1
+    for denom in _DCT_DENOMINATORS:
+        if region[0] >= size[0] * denom and region[1] >= size[1] * denom:
+            best = denom
+        else:
+            break
+    return best

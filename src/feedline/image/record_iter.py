@@ -82,7 +82,11 @@ Semantics, field by field:
   ``inter_method`` 0/1/2/4 is nearest/bilinear/bicubic/lanczos (MXNet's 3 = area maps
   to Pillow's ``box``). An image smaller than ``(H, W)`` after resize and pad raises.
   ``augmenter=`` replaces all of this by any :class:`~feedline.image.augment.Compose`
-  whose output is ``data_shape``.
+  whose output is ``data_shape``. ``decode_plan=True`` (the default, a feedline
+  addition) lets the chain plan the decode (:meth:`~feedline.image.augment.Compose.decode`:
+  a ``random_resized_crop`` box at least twice ``(H, W)`` is decoded at 1/2, 1/4 or 1/8
+  DCT scale, within the tolerance documented there); ``decode_plan=False`` decodes every
+  image in full first, exactly as before.
 * **randomness**: every random choice for record ``i`` (its position in the whole
   dataset) in epoch ``e`` comes from ``SeedSequence([seed, e, i])``, whichever worker
   decodes it; the shuffle order of epoch ``e`` from ``(seed, e)``. Epoch ``e`` is the
@@ -264,9 +268,11 @@ class _BatchDecoder:
         on_error: str = "raise",
         max_skips: int | None = None,
         post: _NormalizeBatch | None = None,
+        decode_plan: bool = True,
     ) -> None:
         self.format = fmt
         self.post = post
+        self.decode_plan = decode_plan
         self.labels = labels
         self.data_shape = data_shape
         self.label_width = label_width
@@ -278,7 +284,6 @@ class _BatchDecoder:
         self.on_error = on_error
         self.max_skips = max_skips
         self.mode = "RGB" if data_shape[0] == 3 else "L"
-        self.hints = augmenter.decode_hints()
         self._creator = os.getpid()
         self._buffer: np.ndarray | None = None
 
@@ -332,13 +337,10 @@ class _BatchDecoder:
     def _one(self, epoch: int, position: int, record: bytes, out: np.ndarray) -> np.ndarray:
         payload, labels = self._split(record, position)
         path, index = self.files.locate(position)
-        img = _decode(payload, self.mode, self.hints, path, index)
-        try:
-            self.augmenter(img, seed=self.seed, epoch=epoch, index=position, out=out)
-        except ValueError as exc:
-            raise DecodeError(
-                f"cannot augment image of shape {img.shape}: {exc}", path=path, index=index
-            ) from exc
+        self.augmenter.decode(
+            payload, mode=self.mode, plan=self.decode_plan, seed=self.seed, epoch=epoch,
+            index=position, out=out, path=path, record=index,
+        )
         return labels
 
     def __call__(self, records: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
@@ -393,11 +395,6 @@ class _NormalizeBatch:
             out = np.clip(np.rint(out, out=out), -128, 127, out=out).astype(np.int8)
         return out, label, index, skipped
 
-
-def _decode(payload: bytes, mode: str, hints: dict, name: str, position: int) -> np.ndarray:
-    from feedline.image.codec import decode
-
-    return decode(payload, mode=mode, path=name, index=position, **hints)
 
 
 def _example_image(record: bytes, name: str, position: int) -> tuple[bytes, np.ndarray]:
@@ -492,6 +489,7 @@ class ImageRecordIterConfig:
     label_name: str = "softmax_label"
     on_error: str = "raise"
     max_skips: int | None = None
+    decode_plan: bool = True
     verbose: bool = False
     state: dict | None = None
 
@@ -651,6 +649,7 @@ class ImageRecordIter(DataIter, Closeable):
             augmenter=augment, seed=self.seed, files=self._files, part=(begin, end),
             labels=self._labels, on_error=cfg.on_error, max_skips=cfg.max_skips,
             post=_NormalizeBatch(self.normalize, "int8") if int8 and self.normalize else None,
+            decode_plan=cfg.decode_plan,
         )
         self._max_skips = cfg.max_skips
         self._map = source.group(self.batch_size).map(
