@@ -93,8 +93,8 @@ def map_dataset(
     return MapDataset(parent, fn, label)
 
 
-class MapDataset(Dataset):
-    """In-thread map over a stream."""
+class _InThreadMap:
+    """The parent, ``fn`` and stage name shared by the two in-thread map stages."""
 
     def __init__(self, parent: Dataset, fn: Callable, name: str) -> None:
         super().__init__()
@@ -106,23 +106,17 @@ class MapDataset(Dataset):
     def name(self) -> str:
         return self._name
 
+
+class MapDataset(_InThreadMap, Dataset):
+    """In-thread map over a stream."""
+
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
         fn = self._fn
         return TransformIterator(self._parents[0]._build(ctx), lambda source: map(fn, source))
 
 
-class RandomAccessMapDataset(RandomAccessDataset):
+class RandomAccessMapDataset(_InThreadMap, RandomAccessDataset):
     """In-thread map over a random-access dataset; stays random access."""
-
-    def __init__(self, parent: RandomAccessDataset, fn: Callable, name: str) -> None:
-        super().__init__()
-        self._parents = (parent,)
-        self._fn = fn
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def __len__(self) -> int:
         return len(self._parents[0])
