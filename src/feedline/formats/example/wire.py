@@ -129,6 +129,14 @@ def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return stop, pos
 
 
+def _skip_field(buf: bytes, pos: int, end: int) -> int:
+    """Skip the whole field (tag and value) that starts at ``pos``; return its end."""
+    key, after = _tag(buf, pos, end)
+    if key >> 3 == 0:
+        raise Malformed("field number 0", pos)
+    return _skip(buf, after, end, key, pos)
+
+
 def _skip(buf: bytes, pos: int, end: int, key: int, tag_pos: int, depth: int = 0) -> int:
     """Skip the value of the field whose tag ``key`` ended at ``pos``."""
     wire = key & 7
@@ -368,10 +376,7 @@ def _features_into(buf: bytes, pos: int, end: int, out: dict, strict: bool = Fal
                 out[key] = value
             pos = stop
             continue
-        key_, pos = _tag(buf, pos, end)
-        if key_ >> 3 == 0:
-            raise Malformed("field number 0", tag_pos)
-        pos = _skip(buf, pos, end, key_, tag_pos)
+        pos = _skip_field(buf, tag_pos, end)
 
 
 def parse_features(buf: bytes, pos: int, end: int, *, example: bool, strict: bool = True) -> dict:
@@ -397,10 +402,7 @@ def feature_ranges(buf: bytes, pos: int, end: int, *, example: bool, strict: boo
             _features_into(buf, start, stop, out, strict)
             pos = stop
             continue
-        key, pos = _tag(buf, pos, end)
-        if key >> 3 == 0:
-            raise Malformed("field number 0", tag_pos)
-        pos = _skip(buf, pos, end, key, tag_pos)
+        pos = _skip_field(buf, tag_pos, end)
     return out
 
 
@@ -413,10 +415,7 @@ def _feature_list_into(buf: bytes, pos: int, end: int, out: list) -> None:
             out.append((start, stop))
             pos = stop
             continue
-        key, pos = _tag(buf, pos, end)
-        if key >> 3 == 0:
-            raise Malformed("field number 0", tag_pos)
-        pos = _skip(buf, pos, end, key, tag_pos)
+        pos = _skip_field(buf, tag_pos, end)
 
 
 def _check_feature_list(buf: bytes, ranges) -> None:
