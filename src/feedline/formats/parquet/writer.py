@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline._internal.closing import Closeable
+from feedline._internal.closing import Abortable
 from feedline._internal.optional import require
 from feedline._internal.validate import one_of, positive_int
 from feedline.storage.fs import is_remote, strip_file_scheme
@@ -61,7 +61,7 @@ def _to_arrow(values: Any) -> Any:
     return pa.array(list(values))
 
 
-class ParquetWriter(Closeable):
+class ParquetWriter(Abortable):
     """Write one Parquet file atomically; see the module docstring.
 
     ``row_group_size``: rows per row group (positive int). ``compression``: one of
@@ -233,12 +233,6 @@ class ParquetWriter(Closeable):
                     self._fs.rm(self._tmp)
             elif os.path.exists(self._tmp):
                 os.unlink(self._tmp)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if exc_info and exc_info[0] is not None:
-            self.abort()
-        else:
-            self.close()
 
     def __del__(self) -> None:  # an unfinished writer leaves no partial file
         try:
