@@ -55,6 +55,11 @@ class _Bad(Exception):
         self.got = got
         self.element = element
 
+    def feed_error(self, place: str) -> FeedError:
+        """The FeedError for this token at ``place`` (the sample, sub-sequence, token)."""
+        elem = "" if self.element is None else f", element {self.element}"
+        return FeedError(f"{place}{elem}: expected {self.expected}, got {self.got}")
+
 
 _NUMERIC = "biuf"
 
@@ -279,18 +284,13 @@ def _convert_column(name: str, t: InputType, col: list) -> Any:
             try:
                 return _convert_tokens(t, col)
             except _Bad as bad:
-                elem = "" if bad.element is None else f", element {bad.element}"
-                raise FeedError(
-                    f"{where} {bad.pos} in the batch{elem}: expected {bad.expected}, got {bad.got}"
-                ) from None
+                raise bad.feed_error(f"{where} {bad.pos} in the batch") from None
         seq_what = "a sequence (a list of tokens)" if t.seq_type == 1 else \
             "a list of sub-sequences"
         try:
             seq_lengths = _lengths(col, seq_what)
         except _Bad as bad:
-            raise FeedError(
-                f"{where} {bad.pos} in the batch: expected {bad.expected}, got {bad.got}"
-            ) from None
+            raise bad.feed_error(f"{where} {bad.pos} in the batch") from None
         if t.seq_type == 1:
             starts = offsets_of(seq_lengths)
             tokens = list(_chain(col))
@@ -298,11 +298,8 @@ def _convert_column(name: str, t: InputType, col: list) -> Any:
                 values = _convert_tokens(t, tokens)
             except _Bad as bad:
                 i = _row_of(bad.pos, starts)
-                elem = "" if bad.element is None else f", element {bad.element}"
-                raise FeedError(
-                    f"{where} {i} in the batch, token {bad.pos - int(starts[i])}{elem}: "
-                    f"expected {bad.expected}, got {bad.got}"
-                ) from None
+                raise bad.feed_error(
+                    f"{where} {i} in the batch, token {bad.pos - int(starts[i])}") from None
             return SequenceValue(values, starts)
         # sub-sequences: samples -> sub-sequences -> tokens
         sample_subs = offsets_of(seq_lengths)
@@ -311,9 +308,8 @@ def _convert_column(name: str, t: InputType, col: list) -> Any:
             sub_lengths = _lengths(subs, "a sub-sequence (a list of tokens)")
         except _Bad as bad:
             i = _row_of(bad.pos, sample_subs)
-            raise FeedError(
-                f"{where} {i} in the batch, sub-sequence {bad.pos - int(sample_subs[i])}: "
-                f"expected {bad.expected}, got {bad.got}"
+            raise bad.feed_error(
+                f"{where} {i} in the batch, sub-sequence {bad.pos - int(sample_subs[i])}"
             ) from None
         if not sub_lengths.all():
             s = int(np.argmin(sub_lengths))
@@ -329,11 +325,9 @@ def _convert_column(name: str, t: InputType, col: list) -> Any:
         except _Bad as bad:
             s = _row_of(bad.pos, sub_starts)
             i = _row_of(s, sample_subs)
-            elem = "" if bad.element is None else f", element {bad.element}"
-            raise FeedError(
+            raise bad.feed_error(
                 f"{where} {i} in the batch, sub-sequence {s - int(sample_subs[i])}, "
-                f"token {bad.pos - int(sub_starts[s])}{elem}: "
-                f"expected {bad.expected}, got {bad.got}"
+                f"token {bad.pos - int(sub_starts[s])}"
             ) from None
         return SequenceValue(values, sub_starts[sample_subs], sub_starts)
     except FeedError:
