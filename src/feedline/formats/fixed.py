@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
-from feedline._internal.validate import non_negative_int, positive_int
+from feedline._internal.validate import non_negative_int, positive_int, record_index
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateError
 from feedline.storage.compression import local_path
@@ -167,13 +167,7 @@ class FixedLengthRecords:
     def __getitem__(self, index: int) -> bytes:
         layouts = self._layout()
         n = self._starts[-1]
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            raise TypeError(f"`index` must be an int, got {index!r}")
-        index = int(index)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError(f"record {index} out of range for {n} records")
+        index = record_index("index", index, n)
         k = int(np.searchsorted(self._starts, index, side="right")) - 1
         lay = layouts[k]
         offset = lay.first + (index - self._starts[k]) * self.record_bytes
