@@ -31,6 +31,7 @@ __all__ = [
     "positive_int_arg",
     "non_negative_int_arg",
     "record_index",
+    "check_bool",
 ]
 
 
@@ -204,3 +205,16 @@ def record_index(name: str, value: Any, n: int, *, what: str = "record") -> int:
     if not 0 <= index < n:
         raise IndexError(f"{what} {index} out of range for {n} records")
     return index
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` if it is a bool, else TypeError.
+
+    >>> check_bool("pad", 1)
+    Traceback (most recent call last):
+    ...
+    TypeError: `pad` must be a bool, got 1
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"`{name}` must be a bool, got {value!r}")
+    return value
