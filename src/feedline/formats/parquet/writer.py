@@ -24,13 +24,13 @@ data is converted to it (a column it lacks raises ``ValueError``).
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from feedline._internal.atomic import temporary_path
 from feedline._internal.closing import Abortable
 from feedline._internal.optional import require
 from feedline._internal.validate import one_of, positive_int
@@ -96,10 +96,7 @@ class ParquetWriter(Abortable):
             self._tmp = f"{head}/.{name}.{uuid.uuid4().hex}.tmp"
             self._file = self._fs.open(self._tmp, "wb")
         else:
-            target = strip_file_scheme(self.path)
-            directory = os.path.dirname(os.path.abspath(target))
-            fd, self._tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.",
-                                             suffix=".tmp", dir=directory)
+            fd, self._tmp = temporary_path(strip_file_scheme(self.path))
             self._file = os.fdopen(fd, "wb")
 
     @property

@@ -39,6 +39,7 @@ import tarfile
 import tempfile
 from typing import Any
 
+from feedline._internal.atomic import temporary_path
 from feedline._internal.closing import Abortable, Closeable
 from feedline._internal.validate import non_negative_int, positive_int
 from feedline.formats.webdataset._tarscan import split_name
@@ -83,8 +84,7 @@ def _tmp_beside(path: str) -> tuple[Any, str]:
     if is_remote(path):  # written locally, then uploaded in one PUT on close
         fd, tmp = tempfile.mkstemp(prefix=".feedline-shard-", suffix=".tar.tmp")
         return os.fdopen(fd, "wb"), tmp
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    fd, tmp = temporary_path(path)
     return os.fdopen(fd, "wb"), tmp
 
 
