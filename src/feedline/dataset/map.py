@@ -96,6 +96,8 @@ def map_dataset(
 class _InThreadMap:
     """The parent, ``fn`` and stage name shared by the two in-thread map stages."""
 
+    _parents: tuple[Dataset, ...]
+
     def __init__(self, parent: Dataset, fn: Callable, name: str) -> None:
         super().__init__()
         self._parents = (parent,)
