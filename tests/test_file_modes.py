@@ -4,6 +4,7 @@ written in place or under a temporary name and renamed."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import stat
 
@@ -69,6 +70,20 @@ def written_files(d) -> list[str]:
     nd = os.path.join(d, "mean.bin")
     ndarray_file.save(nd, {"mean_img": np.zeros((3, 2, 2), np.float32)})
     out.append(nd)
+    # a WebDataset tar shard with its index, a Parquet file
+    from feedline.formats.webdataset.writer import TarWriter
+
+    tar = os.path.join(d, "w.tar")
+    with TarWriter(tar, index=True) as tw:
+        tw.write({"__key__": "k", "txt": "hello"})
+    out.append(tar)
+    if importlib.util.find_spec("pyarrow") is not None:
+        from feedline.formats.parquet.writer import ParquetWriter
+
+        pq = os.path.join(d, "t.parquet")
+        with ParquetWriter(pq) as pw:
+            pw.write({"x": 1})
+        out.append(pq)
     # checkpoints and parameter files
     ck = os.path.join(d, "ckpt", "checkpoint-p0-s1.flc")
     atomic_write(ck, b"state")

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-__all__ = ["Closeable"]
+__all__ = ["Closeable", "Abortable"]
 
 _C = TypeVar("_C", bound="Closeable")
 
@@ -63,3 +63,35 @@ class Closeable:
             self.close()
         except Exception:  # noqa: BLE001 - never raise from a finaliser
             pass
+
+
+class Abortable(Closeable):
+    """Mixin for writers with ``close()`` (finish) and ``abort()`` (discard): leaving a
+    ``with`` block by an exception calls ``abort()``, leaving it normally ``close()``.
+
+    >>> class Draft(Abortable):
+    ...     state = "open"
+    ...     def close(self):
+    ...         self.state = "kept"
+    ...     def abort(self):
+    ...         self.state = "dropped"
+    >>> try:
+    ...     with Draft() as d:
+    ...         raise KeyError("x")
+    ... except KeyError:
+    ...     pass
+    >>> d.state
+    'dropped'
+    """
+
+    __slots__ = ()
+
+    def abort(self) -> None:
+        """Discard what was written; idempotent. The default calls :meth:`close`."""
+        self.close()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if exc_info and exc_info[0] is not None:
+            self.abort()
+        else:
+            self.close()

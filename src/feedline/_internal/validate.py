@@ -13,6 +13,7 @@ ValueError: `batch_size` must be a positive int, got 0
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,8 @@ __all__ = [
     "non_negative_float",
     "positive_int_arg",
     "non_negative_int_arg",
+    "record_index",
+    "check_bool",
 ]
 
 
@@ -181,3 +184,37 @@ def optional_positive_number(name: str, value: Any) -> float | None:
     ):
         raise ValueError(f"`{name}` must be a positive number of seconds or None, got {value!r}")
     return float(value)
+
+
+def record_index(name: str, value: Any, n: int, *, what: str = "record") -> int:
+    """``value`` as an index into ``n`` records, a negative one counting from the end;
+    TypeError unless an int (numpy ints too, not bools), IndexError out of range.
+
+    >>> record_index("index", -1, 5)
+    4
+    >>> record_index("index", 5, 5)
+    Traceback (most recent call last):
+    ...
+    IndexError: record 5 out of range for 5 records
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"`{name}` must be an int, got {value!r}")
+    index = int(value)
+    if index < 0:
+        index += n
+    if not 0 <= index < n:
+        raise IndexError(f"{what} {index} out of range for {n} records")
+    return index
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` if it is a bool, else TypeError.
+
+    >>> check_bool("pad", 1)
+    Traceback (most recent call last):
+    ...
+    TypeError: `pad` must be a bool, got 1
+    """
+    if not isinstance(value, bool):
+        raise TypeError(f"`{name}` must be a bool, got {value!r}")
+    return value

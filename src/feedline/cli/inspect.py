@@ -41,6 +41,7 @@ import os
 import sys
 from typing import Any
 
+from feedline._internal.validate import non_negative_int_arg
 from feedline.formats.detect import detect_format
 
 __all__ = ["HELP", "add_arguments", "run", "detect_format", "inspect_file"]
@@ -54,16 +55,6 @@ _PREFIX_BYTES = 16
 _TEXT_SHOWN = 200
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative int, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative int, got {value}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``feedline inspect``'s arguments to ``parser``."""
     parser.add_argument("files", nargs="+", metavar="FILE", help="files to inspect")
@@ -72,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--limit",
-        type=_positive,
+        type=non_negative_int_arg,
         default=3,
         metavar="N",
         help="records to show decoded (default 3)",

@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from feedline._internal.validate import positive_int_arg
+
 __all__ = ["HELP", "add_arguments", "run"]
 
 HELP = "pack a folder of images or an MXNet .lst list into RecordIO/TFRecord shards (im2rec)"
@@ -32,16 +34,6 @@ def _ratio(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}") from None
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive int, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
     return value
 
 
@@ -58,10 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format", choices=("recordio", "tfrecord"), default="recordio", help="default: recordio"
     )
     parser.add_argument(
-        "--num-shards", type=_positive, default=1, metavar="N", help="number of output files"
+        "--num-shards", type=positive_int_arg, default=1, metavar="N", help="number of output files"
     )
     parser.add_argument(
-        "--resize", type=_positive, metavar="PIXELS", help="resize the shorter side to PIXELS"
+        "--resize", type=positive_int_arg, metavar="PIXELS", help="resize the shorter side to PIXELS"
     )
     parser.add_argument(
         "--center-crop", action="store_true", help="crop the central square before resizing"
@@ -89,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep the listed order (im2rec's --no-shuffle)")
     parser.add_argument("--seed", type=int, default=0, help="seed for --shuffle (default 0)")
     parser.add_argument(
-        "--num-workers", type=_positive, default=1, metavar="N", help="encoding processes"
+        "--num-workers", type=positive_int_arg, default=1, metavar="N", help="encoding processes"
     )
     parser.add_argument(
         "--exts",
@@ -107,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="share of each chunk in OUTPUT_train.lst (default 1: one OUTPUT.lst)")
     group.add_argument("--test-ratio", type=_ratio, default=0.0,
                        help="share of each chunk in OUTPUT_test.lst (default 0)")
-    group.add_argument("--chunks", type=_positive, default=1,
+    group.add_argument("--chunks", type=positive_int_arg, default=1,
                        help="split the list into N chunks OUTPUT_0 ... (default 1)")
     parser.add_argument(
         "--on-error",

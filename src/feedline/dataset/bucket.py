@@ -55,6 +55,7 @@ import numpy as np
 
 from feedline._internal.validate import (
     callable_arg,
+    check_bool,
     non_negative_int,
     optional_positive_int,
     positive_int,
@@ -397,8 +398,7 @@ def bucket_by_length(
         max_tokens=max_tokens,
         drop_remainder=drop_remainder,
     )
-    if not isinstance(pad, bool):
-        raise TypeError(f"`pad` must be a bool, got {pad!r}")
+    check_bool("pad", pad)
     if not pad:
         if padded_shapes is not None or padding_values is not None:
             raise ValueError("`padded_shapes` and `padding_values` need pad=True")

@@ -31,7 +31,7 @@ parent yields next.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from feedline._internal.validate import (
     callable_arg,
@@ -93,8 +93,10 @@ def map_dataset(
     return MapDataset(parent, fn, label)
 
 
-class MapDataset(Dataset):
-    """In-thread map over a stream."""
+class _InThreadMap:
+    """The parent, ``fn`` and stage name shared by the two in-thread map stages."""
+
+    _parents: tuple[Dataset, ...]
 
     def __init__(self, parent: Dataset, fn: Callable, name: str) -> None:
         super().__init__()
@@ -106,29 +108,27 @@ class MapDataset(Dataset):
     def name(self) -> str:
         return self._name
 
+
+class MapDataset(_InThreadMap, Dataset):
+    """In-thread map over a stream."""
+
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
         fn = self._fn
         return TransformIterator(self._parents[0]._build(ctx), lambda source: map(fn, source))
 
 
-class RandomAccessMapDataset(RandomAccessDataset):
+class RandomAccessMapDataset(_InThreadMap, RandomAccessDataset):
     """In-thread map over a random-access dataset; stays random access."""
 
-    def __init__(self, parent: RandomAccessDataset, fn: Callable, name: str) -> None:
-        super().__init__()
-        self._parents: tuple[RandomAccessDataset, ...] = (parent,)
-        self._fn = fn
-        self._name = name
-
     @property
-    def name(self) -> str:
-        return self._name
+    def _source(self) -> RandomAccessDataset:
+        return cast(RandomAccessDataset, self._parents[0])  # map_dataset checked it
 
     def __len__(self) -> int:
-        return len(self._parents[0])
+        return len(self._source)
 
     def _getitem(self, index: int) -> Any:
-        return self._fn(self._parents[0]._getitem(index))
+        return self._fn(self._source._getitem(index))
 
     def _items_for(self, indices: Iterator[int], epoch: int, start: int | None = 0) -> Iterator[Any]:
-        return map(self._fn, self._parents[0]._items_for(indices, epoch, start))
+        return map(self._fn, self._source._items_for(indices, epoch, start))

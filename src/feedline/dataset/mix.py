@@ -42,6 +42,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
+from feedline._internal.validate import check_bool
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.concat import check_datasets
 from feedline.dataset.iterator import DatasetIterator, check_state
@@ -98,10 +99,8 @@ class MixDataset(Dataset):
         self._parents = _datasets(datasets, "mix")
         self._weights = _weights(weights, len(self._parents))
         self._seed = resolve_seed(seed)
-        if not isinstance(stop_on_empty, bool):
-            raise TypeError(f"`stop_on_empty` must be a bool, got {stop_on_empty!r}")
-        if not isinstance(cycle, bool):
-            raise TypeError(f"`cycle` must be a bool, got {cycle!r}")
+        check_bool("stop_on_empty", stop_on_empty)
+        check_bool("cycle", cycle)
         self._stop = stop_on_empty
         self._cycle = cycle
 
@@ -214,8 +213,7 @@ class ChooseDataset(Dataset):
             raise TypeError(
                 f"choose: `index_dataset` must be a Dataset, got {type(index_dataset).__name__}"
             )
-        if not isinstance(stop_on_empty, bool):
-            raise TypeError(f"`stop_on_empty` must be a bool, got {stop_on_empty!r}")
+        check_bool("stop_on_empty", stop_on_empty)
         self._parents = (index_dataset, *parents)
         self._stop = stop_on_empty
 

@@ -130,15 +130,19 @@ def _structure_of(spec: Any, path: str, key: Any, what: str) -> Any:
     return spec
 
 
+def _check_alike(path: str, items: list[Any], alike: Callable[[Any], bool], unlike: str) -> None:
+    """Raise ValueError naming the first item for which ``alike`` is false."""
+    for k, item in enumerate(items):
+        if not alike(item):
+            raise ValueError(f"field {_label(path)}: item {k} {unlike}")
+
+
 def _pad(path: str, items: list[Any], shapes: Any, values: Any) -> Any:
     first = items[0]
     if isinstance(first, dict):
         keys = list(first)
-        for k, item in enumerate(items):
-            if not isinstance(item, dict) or list(item) != keys:
-                raise ValueError(
-                    f"field {_label(path)}: item {k} does not have the fields {keys} of item 0"
-                )
+        _check_alike(path, items, lambda item: isinstance(item, dict) and list(item) == keys,
+                     f"does not have the fields {keys} of item 0")
         out = {}
         for key in keys:
             sub = f"{path}[{key!r}]" if path else repr(key)
@@ -151,11 +155,8 @@ def _pad(path: str, items: list[Any], shapes: Any, values: Any) -> Any:
         return out
     if isinstance(first, tuple):
         n = len(first)
-        for k, item in enumerate(items):
-            if not isinstance(item, tuple) or len(item) != n:
-                raise ValueError(
-                    f"field {_label(path)}: item {k} is not a tuple of {n} like item 0"
-                )
+        _check_alike(path, items, lambda item: isinstance(item, tuple) and len(item) == n,
+                     f"is not a tuple of {n} like item 0")
         if shapes is not None and not (isinstance(shapes, (tuple, list)) and len(shapes) == n):
             _bad_structure(path, "padded_shapes", shapes)
         if isinstance(values, tuple) and len(values) != n:

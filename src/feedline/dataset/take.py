@@ -17,8 +17,11 @@ from feedline.dataset.iterator import DatasetIterator, check_state
 __all__ = ["TakeDataset", "SkipDataset"]
 
 
-class TakeDataset(Dataset):
-    """The first ``n`` items of the parent; state ``{"taken", "parent"}``."""
+class _CountDataset(Dataset):
+    """A parent and a count ``n``; subclasses name ``_kind`` and ``_iterator_cls``."""
+
+    _kind = ""
+    _iterator_cls: type[_CountIterator]
 
     def __init__(self, parent: Dataset, n: int) -> None:
         super().__init__()
@@ -27,72 +30,67 @@ class TakeDataset(Dataset):
 
     @property
     def name(self) -> str:
-        return f"take({self._n})"
+        return f"{self._kind}({self._n})"
 
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
-        return _TakeIterator(self._parents[0]._build(ctx), self._n)
+        return self._iterator_cls(self._parents[0]._build(ctx), self._n)
 
 
-class _TakeIterator(DatasetIterator):
+class _CountIterator(DatasetIterator):
+    """Counts items in ``_count`` and saves it under the state key ``_key``."""
+
+    _kind = ""
+    _key = ""
+
     def __init__(self, parent: DatasetIterator, n: int) -> None:
         self._parent = parent
         self._n = n
-        self._taken = 0
+        self._count = 0
+
+    def get_state(self) -> dict[str, Any]:
+        return {"type": self._kind, self._key: self._count, "parent": self._parent.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        check_state(state, self._kind, (self._key, "parent"))
+        self._parent.set_state(state["parent"])
+        self._count = non_negative_int(f"state['{self._key}']", state[self._key])
+
+    def close(self) -> None:
+        self._parent.close()
+
+
+class _TakeIterator(_CountIterator):
+    _kind = "take"
+    _key = "taken"
 
     def __next__(self) -> Any:
-        if self._taken >= self._n:
+        if self._count >= self._n:
             raise StopIteration
         item = next(self._parent)
-        self._taken += 1
+        self._count += 1
         return item
 
-    def get_state(self) -> dict[str, Any]:
-        return {"type": "take", "taken": self._taken, "parent": self._parent.get_state()}
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        check_state(state, "take", ("taken", "parent"))
-        self._parent.set_state(state["parent"])
-        self._taken = non_negative_int("state['taken']", state["taken"])
-
-    def close(self) -> None:
-        self._parent.close()
-
-
-class SkipDataset(Dataset):
-    """The parent's items after the first ``n``; state ``{"skipped", "parent"}``."""
-
-    def __init__(self, parent: Dataset, n: int) -> None:
-        super().__init__()
-        self._parents = (parent,)
-        self._n = n
-
-    @property
-    def name(self) -> str:
-        return f"skip({self._n})"
-
-    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
-        return _SkipIterator(self._parents[0]._build(ctx), self._n)
-
-
-class _SkipIterator(DatasetIterator):
-    def __init__(self, parent: DatasetIterator, n: int) -> None:
-        self._parent = parent
-        self._n = n
-        self._skipped = 0
+class _SkipIterator(_CountIterator):
+    _kind = "skip"
+    _key = "skipped"
 
     def __next__(self) -> Any:
-        while self._skipped < self._n:
+        while self._count < self._n:
             next(self._parent)
-            self._skipped += 1
+            self._count += 1
         return next(self._parent)
 
-    def get_state(self) -> dict[str, Any]:
-        return {"type": "skip", "skipped": self._skipped, "parent": self._parent.get_state()}
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        check_state(state, "skip", ("skipped", "parent"))
-        self._parent.set_state(state["parent"])
-        self._skipped = non_negative_int("state['skipped']", state["skipped"])
+class TakeDataset(_CountDataset):
+    """The first ``n`` items of the parent; state ``{"taken", "parent"}``."""
 
-    def close(self) -> None:
-        self._parent.close()
+    _kind = "take"
+    _iterator_cls = _TakeIterator
+
+
+class SkipDataset(_CountDataset):
+    """The parent's items after the first ``n``; state ``{"skipped", "parent"}``."""
+
+    _kind = "skip"
+    _iterator_cls = _SkipIterator

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -54,6 +54,11 @@ class _Bad(Exception):
         self.expected = expected
         self.got = got
         self.element = element
+
+    def feed_error(self, place: str) -> FeedError:
+        """The FeedError for this token at ``place`` (the sample, sub-sequence, token)."""
+        elem = "" if self.element is None else f", element {self.element}"
+        return FeedError(f"{place}{elem}: expected {self.expected}, got {self.got}")
 
 
 _NUMERIC = "biuf"
@@ -273,39 +278,33 @@ def _convert_tokens(t: InputType, tokens: list) -> Any:
     return _sparse(t, tokens)
 
 
+def _tokens_or_feed_error(t: InputType, tokens: list, place: Callable[[int], str]) -> Any:
+    """``_convert_tokens``; a bad token raises FeedError at ``place(its position)``."""
+    try:
+        return _convert_tokens(t, tokens)
+    except _Bad as bad:
+        raise bad.feed_error(place(bad.pos)) from None
+
+
 def _convert_column(name: str, t: InputType, col: list) -> Any:
     """Convert one column (a list of samples) of input ``name``; FeedError on bad data."""
     where = f"input {name!r}, sample"
     try:
         if t.seq_type == 0:
-            try:
-                return _convert_tokens(t, col)
-            except _Bad as bad:
-                elem = "" if bad.element is None else f", element {bad.element}"
-                raise FeedError(
-                    f"{where} {bad.pos} in the batch{elem}: expected {bad.expected}, got {bad.got}"
-                ) from None
+            return _tokens_or_feed_error(t, col, lambda pos: f"{where} {pos} in the batch")
         seq_what = "a sequence (a list of tokens)" if t.seq_type == 1 else \
             "a list of sub-sequences"
         try:
             seq_lengths = _lengths(col, seq_what)
         except _Bad as bad:
-            raise FeedError(
-                f"{where} {bad.pos} in the batch: expected {bad.expected}, got {bad.got}"
-            ) from None
+            raise bad.feed_error(f"{where} {bad.pos} in the batch") from None
         if t.seq_type == 1:
             starts = offsets_of(seq_lengths)
-            tokens = list(_chain(col))
-            try:
-                values = _convert_tokens(t, tokens)
-            except _Bad as bad:
-                i = _row_of(bad.pos, starts)
-                elem = "" if bad.element is None else f", element {bad.element}"
-                raise FeedError(
-                    f"{where} {i} in the batch, token {bad.pos - int(starts[i])}{elem}: "
-                    f"expected {bad.expected}, got {bad.got}"
-                ) from None
-            return SequenceValue(values, starts)
+            def token_place(pos: int) -> str:
+                i = _row_of(pos, starts)
+                return f"{where} {i} in the batch, token {pos - int(starts[i])}"
+
+            return SequenceValue(_tokens_or_feed_error(t, list(_chain(col)), token_place), starts)
         # sub-sequences: samples -> sub-sequences -> tokens
         sample_subs = offsets_of(seq_lengths)
         subs = list(_chain(col))
@@ -313,9 +312,8 @@ def _convert_column(name: str, t: InputType, col: list) -> Any:
             sub_lengths = _lengths(subs, "a sub-sequence (a list of tokens)")
         except _Bad as bad:
             i = _row_of(bad.pos, sample_subs)
-            raise FeedError(
-                f"{where} {i} in the batch, sub-sequence {bad.pos - int(sample_subs[i])}: "
-                f"expected {bad.expected}, got {bad.got}"
+            raise bad.feed_error(
+                f"{where} {i} in the batch, sub-sequence {bad.pos - int(sample_subs[i])}"
             ) from None
         if not sub_lengths.all():
             s = int(np.argmin(sub_lengths))
@@ -325,18 +323,14 @@ def _convert_column(name: str, t: InputType, col: list) -> Any:
                 "expected a non-empty sub-sequence, got an empty one"
             )
         sub_starts = offsets_of(sub_lengths)
-        tokens = list(_chain(subs))
-        try:
-            values = _convert_tokens(t, tokens)
-        except _Bad as bad:
-            s = _row_of(bad.pos, sub_starts)
+
+        def sub_token_place(pos: int) -> str:
+            s = _row_of(pos, sub_starts)
             i = _row_of(s, sample_subs)
-            elem = "" if bad.element is None else f", element {bad.element}"
-            raise FeedError(
-                f"{where} {i} in the batch, sub-sequence {s - int(sample_subs[i])}, "
-                f"token {bad.pos - int(sub_starts[s])}{elem}: "
-                f"expected {bad.expected}, got {bad.got}"
-            ) from None
+            return (f"{where} {i} in the batch, sub-sequence {s - int(sample_subs[i])}, "
+                    f"token {pos - int(sub_starts[s])}")
+
+        values = _tokens_or_feed_error(t, list(_chain(subs)), sub_token_place)
         return SequenceValue(values, sub_starts[sample_subs], sub_starts)
     except FeedError:
         raise

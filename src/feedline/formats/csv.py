@@ -44,7 +44,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
-from feedline._internal.validate import non_negative_int, optional_positive_int
+from feedline._internal.validate import check_bool, non_negative_int, optional_positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import DataError, DecodeError, MissingFeatureError
 from feedline.formats.text import TextLineReader
@@ -398,8 +398,7 @@ class CSVReader(DatasetIterator[Any]):
         with_key: bool = False,
     ) -> None:
         self.path = os.fspath(path)
-        if not isinstance(with_key, bool):
-            raise TypeError(f"`with_key` must be a bool, got {with_key!r}")
+        check_bool("with_key", with_key)
         self.with_key = with_key
         self._cols = _columns(record_defaults)
         self._delim, self._na, self._select = _options(
@@ -408,8 +407,7 @@ class CSVReader(DatasetIterator[Any]):
         self._quote = bool(use_quote_delim)
         self.batch_size = optional_positive_int("batch_size", batch_size)
         self.on_error = check_on_error(on_error)
-        if not isinstance(header, bool):
-            raise TypeError(f"`header` must be a bool, got {header!r}")
+        check_bool("header", header)
         self._header = header
         self.column_names: list[str] | None = None
         self._lines = TextLineReader(

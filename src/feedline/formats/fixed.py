@@ -24,15 +24,16 @@ uint8 images.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
-from feedline._internal.validate import non_negative_int, positive_int
-from feedline.dataset.iterator import DatasetIterator, check_state
+from feedline._internal.validate import non_negative_int, positive_int, record_index
+from feedline.dataset.iterator import DatasetIterator, TransformIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateError
 from feedline.storage.compression import local_path
 from feedline.storage.fs import file_size, open_file
@@ -174,13 +175,7 @@ class FixedLengthRecords:
     def __getitem__(self, index: int) -> bytes:
         layouts = self._layout()
         n = self._starts[-1]
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            raise TypeError(f"`index` must be an int, got {index!r}")
-        index = int(index)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError(f"record {index} out of range for {n} records")
+        index = record_index("index", index, n)
         k = int(np.searchsorted(self._starts, index, side="right")) - 1
         lay = layouts[k]
         offset = lay.first + (index - self._starts[k]) * self.record_bytes
@@ -369,28 +364,6 @@ def read_fixed(
     )
 
 
-class _MapIterator(DatasetIterator[Any]):
-    """Applies ``fn`` to each record of ``inner``; the state is ``inner``'s."""
-
-    def __init__(self, inner: DatasetIterator, fn: Callable[[bytes], Any]) -> None:
-        self.inner = inner
-        self.fn = fn
-
-    def __next__(self) -> Any:
-        return self.fn(next(self.inner))
-
-    def get_state(self) -> dict[str, Any]:
-        return self.inner.get_state()
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self.inner.set_state(state)
-
-    def close(self) -> None:
-        inner = getattr(self, "inner", None)
-        if inner is not None:
-            inner.close()
-
-
 def _cifar_image(record: bytes, label_bytes: int) -> np.ndarray:
     planes = np.frombuffer(record, dtype=np.uint8, offset=label_bytes)
     return np.ascontiguousarray(planes.reshape(3, 32, 32).transpose(1, 2, 0))
@@ -421,7 +394,7 @@ def read_cifar10(
     records = read_fixed(
         paths, 1 + CIFAR_IMAGE_BYTES, on_error=on_error, storage_options=storage_options
     )
-    return _MapIterator(records, _cifar10)
+    return TransformIterator(records, functools.partial(map, _cifar10))
 
 
 def read_cifar100(
@@ -432,4 +405,4 @@ def read_cifar100(
     records = read_fixed(
         paths, 2 + CIFAR_IMAGE_BYTES, on_error=on_error, storage_options=storage_options
     )
-    return _MapIterator(records, _cifar100)
+    return TransformIterator(records, functools.partial(map, _cifar100))

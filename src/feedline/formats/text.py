@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline._internal.validate import non_negative_int, positive_int
+from feedline._internal.validate import check_bool, non_negative_int, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, DecodeError
 from feedline.storage import compression as _compression
@@ -120,8 +120,7 @@ class TextLineReader(DatasetIterator[Any]):
     ) -> None:
         self.path = os.fspath(path)
         self.skip_header_lines = non_negative_int("skip_header_lines", skip_header_lines)
-        if not isinstance(with_key, bool):
-            raise TypeError(f"`with_key` must be a bool, got {with_key!r}")
+        check_bool("with_key", with_key)
         self.with_key = with_key
         self._compression = _compression.normalize(compression, allow_auto=True)
         if encoding is not None:

@@ -743,7 +743,7 @@ class Compose(Augmenter):
         self.random = any(getattr(a, "random", True) for a in augs)
         self._plan = _plan(augs)
 
-    def decode_hints(self) -> dict[str, int]:
+    def decode_hints(self) -> dict[str, Any]:
         """Keyword arguments for :func:`feedline.image.decode` that do not change the
         result's shape: ``{"min_side": n}`` when the chain starts with ``Resize(n)``.
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from feedline.formats.example import wire
 
-__all__ = ["locate", "Chunks", "decode"]
+__all__ = ["join", "locate", "Chunks", "decode"]
 
 _PAD = (
     256  # zero bytes after the joined buffer: reads up to a key length past a record stay in bounds
@@ -60,6 +60,22 @@ def _u64_at(buf: bytes, pos: np.ndarray) -> np.ndarray:
     return view[pos]
 
 
+def join(bufs: list[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """``(joined, lengths, starts)``: the records joined plus zero padding, and each
+    record's int64 length and offset in ``joined``.
+
+    >>> joined, lengths, starts = join([b"ab", b"", b"c"])
+    >>> joined[:3], lengths.tolist(), starts.tolist()
+    (b'abc', [2, 0, 1], [0, 2, 2])
+    """
+    n = len(bufs)
+    lengths = np.fromiter(map(len, bufs), dtype=np.int64, count=n)
+    starts = np.zeros(n, dtype=np.int64)
+    if n:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    return b"".join(bufs) + bytes(_PAD), lengths, starts
+
+
 def locate(bufs: list[bytes], keys: list[bytes]):
     """Find the ``Feature`` of each wanted key in each record.
 
@@ -70,11 +86,7 @@ def locate(bufs: list[bytes], keys: list[bytes]):
     must be found by the scalar decoder).
     """
     n = len(bufs)
-    lengths = np.fromiter(map(len, bufs), dtype=np.int64, count=n)
-    starts = np.zeros(n, dtype=np.int64)
-    if n:
-        np.cumsum(lengths[:-1], out=starts[1:])
-    joined = b"".join(bufs) + bytes(_PAD)
+    joined, lengths, starts = join(bufs)
     arr = np.frombuffer(joined, dtype=np.uint8)
     ends = starts + lengths
     ranges = {k: np.full((n, 2), -1, dtype=np.int64) for k in keys}

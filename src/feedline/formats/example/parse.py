@@ -415,11 +415,7 @@ def _sequence_value(name: str, key: str, spec: Any, get: _Gather, steps_per: np.
 def parse_sequences(bufs: list[bytes], context_features: dict, sequence_features: dict):
     """``parse_sequence_example`` on already checked arguments."""
     n = len(bufs)
-    lengths = np.fromiter(map(len, bufs), dtype=np.int64, count=n)
-    starts = np.zeros(n, dtype=np.int64)
-    if n:
-        np.cumsum(lengths[:-1], out=starts[1:])
-    joined = b"".join(bufs) + bytes(256)
+    joined, _, starts = batch.join(bufs)
     ctx_keys = _wanted(context_features)
     ctx_ranges = {k: np.full((n, 2), -1, dtype=np.int64) for k in ctx_keys}
     ctx_extras: dict[bytes, dict] = {k: {} for k in ctx_keys}

@@ -13,6 +13,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from feedline._internal.validate import check_bool
+
 __all__ = [
     "FixedLenFeature",
     "VarLenFeature",
@@ -141,8 +143,7 @@ class FixedLenSequenceFeature:
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", _shape(self.shape))
         object.__setattr__(self, "dtype", normalize_dtype(self.dtype))
-        if not isinstance(self.allow_missing, bool):
-            raise TypeError(f"`allow_missing` must be a bool, got {self.allow_missing!r}")
+        check_bool("allow_missing", self.allow_missing)
         if self.default_value is not None:
             arr = _default(self.default_value, self.dtype, (), "FixedLenSequenceFeature")
             object.__setattr__(self, "default_value", arr)

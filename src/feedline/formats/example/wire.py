@@ -131,6 +131,14 @@ def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return stop, pos
 
 
+def _skip_field(buf: bytes, pos: int, end: int) -> int:
+    """Skip the whole field (tag and value) that starts at ``pos``; return its end."""
+    key, after = _tag(buf, pos, end)
+    if key >> 3 == 0:
+        raise Malformed("field number 0", pos)
+    return _skip(buf, after, end, key, pos)
+
+
 def _skip(buf: bytes, pos: int, end: int, key: int, tag_pos: int, depth: int = 0) -> int:
     """Skip the value of the field whose tag ``key`` ended at ``pos``."""
     wire = key & 7
@@ -370,10 +378,7 @@ def _features_into(buf: bytes, pos: int, end: int, out: dict, strict: bool = Fal
                 out[key] = value
             pos = stop
             continue
-        key_, pos = _tag(buf, pos, end)
-        if key_ >> 3 == 0:
-            raise Malformed("field number 0", tag_pos)
-        pos = _skip(buf, pos, end, key_, tag_pos)
+        pos = _skip_field(buf, tag_pos, end)
 
 
 def parse_features(buf: bytes, pos: int, end: int, *, example: bool, strict: bool = True) -> dict:
@@ -399,10 +404,7 @@ def feature_ranges(buf: bytes, pos: int, end: int, *, example: bool, strict: boo
             _features_into(buf, start, stop, out, strict)
             pos = stop
             continue
-        key, pos = _tag(buf, pos, end)
-        if key >> 3 == 0:
-            raise Malformed("field number 0", tag_pos)
-        pos = _skip(buf, pos, end, key, tag_pos)
+        pos = _skip_field(buf, tag_pos, end)
     return out
 
 
@@ -415,10 +417,7 @@ def _feature_list_into(buf: bytes, pos: int, end: int, out: list) -> None:
             out.append((start, stop))
             pos = stop
             continue
-        key, pos = _tag(buf, pos, end)
-        if key >> 3 == 0:
-            raise Malformed("field number 0", tag_pos)
-        pos = _skip(buf, pos, end, key, tag_pos)
+        pos = _skip_field(buf, tag_pos, end)
 
 
 def _check_feature_list(buf: bytes, ranges) -> None:
@@ -552,6 +551,17 @@ def _len_field(tag: int, payload: bytes) -> bytes:
     return bytes((tag,)) + encode_varint(n) + payload
 
 
+def _packed_list(tag: int, data: bytes) -> bytes:
+    """A ``FloatList``/``Int64List`` field ``tag`` holding the packed values ``data``
+    (an empty list has no ``value`` field)."""
+    if not data:
+        return bytes((tag, 0))
+    n = len(data)
+    if n < 0x7E:
+        return bytes((tag, n + 2, 0x0A, n)) + data
+    return _len_field(tag, _len_field(0x0A, data))
+
+
 def _varints(values: np.ndarray) -> bytes:
     """Encode int64 values as concatenated varints (vectorised)."""
     if values.size <= 16:  # short lists: Python ints beat numpy's per-call costs
@@ -601,29 +611,15 @@ def encode_feature(kind: str | None, values, *, packed: bool = True) -> bytes:
         arr = values if type(values) is np.ndarray and values.dtype == _FLOAT32 and values.ndim == 1 \
             else np.asarray(values, dtype="<f4").ravel()
         if packed:
-            if not arr.size:
-                return b"\x12\x00"
-            data = arr.tobytes()
-            n = len(data)
-            if n < 0x7E:
-                return bytes((0x12, n + 2, 0x0A, n)) + data
-            body = _len_field(0x0A, data)
-        else:
-            body = b"".join(b"\x0d" + v.tobytes() for v in arr)
+            return _packed_list(0x12, arr.tobytes())
+        body = b"".join(b"\x0d" + v.tobytes() for v in arr)
         return _len_field(0x12, body)
     if kind == "int64":
         arr = values if type(values) is np.ndarray and values.dtype == _INT64 and values.ndim == 1 \
             else np.asarray(values, dtype=np.int64).ravel()
         if packed:
-            if not arr.size:
-                return b"\x1a\x00"
-            data = _varints(arr)
-            n = len(data)
-            if n < 0x7E:
-                return bytes((0x1A, n + 2, 0x0A, n)) + data
-            body = _len_field(0x0A, data)
-        else:
-            body = b"".join(b"\x08" + encode_varint(int(v)) for v in arr)
+            return _packed_list(0x1A, _varints(arr))
+        body = b"".join(b"\x08" + encode_varint(int(v)) for v in arr)
         return _len_field(0x1A, body)
     raise ValueError(f"unknown feature kind {kind!r}")
 

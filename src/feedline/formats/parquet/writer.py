@@ -24,14 +24,14 @@ data is converted to it (a column it lacks raises ``ValueError``).
 from __future__ import annotations
 
 import os
-import tempfile
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from feedline._internal.closing import Closeable
+from feedline._internal.atomic import temporary_path
+from feedline._internal.closing import Abortable
 from feedline._internal.optional import require
 from feedline._internal.validate import one_of, positive_int
 from feedline.storage.fs import is_remote, strip_file_scheme
@@ -61,7 +61,7 @@ def _to_arrow(values: Any) -> Any:
     return pa.array(list(values))
 
 
-class ParquetWriter(Closeable):
+class ParquetWriter(Abortable):
     """Write one Parquet file atomically; see the module docstring.
 
     ``row_group_size``: rows per row group (positive int). ``compression``: one of
@@ -96,10 +96,7 @@ class ParquetWriter(Closeable):
             self._tmp = f"{head}/.{name}.{uuid.uuid4().hex}.tmp"
             self._file = self._fs.open(self._tmp, "wb")
         else:
-            target = strip_file_scheme(self.path)
-            directory = os.path.dirname(os.path.abspath(target))
-            fd, self._tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.",
-                                             suffix=".tmp", dir=directory)
+            fd, self._tmp = temporary_path(strip_file_scheme(self.path))
             self._file = os.fdopen(fd, "wb")
 
     @property
@@ -233,12 +230,6 @@ class ParquetWriter(Closeable):
                     self._fs.rm(self._tmp)
             elif os.path.exists(self._tmp):
                 os.unlink(self._tmp)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if exc_info and exc_info[0] is not None:
-            self.abort()
-        else:
-            self.close()
 
     def __del__(self) -> None:  # an unfinished writer leaves no partial file
         try:

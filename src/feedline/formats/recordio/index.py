@@ -7,12 +7,10 @@ import os
 import threading
 from typing import Any
 
-import numpy as np
-
 from feedline._internal.atomic import replace_file
 from feedline._internal.closing import Closeable
 from feedline._internal.on_error import check_on_error
-from feedline._internal.validate import one_of
+from feedline._internal.validate import one_of, record_index
 from feedline.exceptions import CorruptRecordError
 from feedline.formats.recordio.stream import (
     HEADER,
@@ -234,15 +232,8 @@ class IndexedRecordIO(Closeable):
 
     def __getitem__(self, position: int) -> bytes:
         """The payload of the ``position``-th index line (negative counts from the end)."""
-        n = len(self.keys)
-        if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
-            raise TypeError(f"`position` must be an int, got {position!r}")
-        position = int(position)
-        if position < 0:
-            position += n
-        if not 0 <= position < n:
-            raise IndexError(f"record position {position} out of range for {n} records")
-        return self._read_at(position)
+        return self._read_at(record_index("position", position, len(self.keys),
+                                          what="record position"))
 
     # -- lifecycle
     def close(self) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from feedline._internal.on_error import check_on_error, report
+from feedline._internal.reading import read_full
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError
 from feedline.storage.fs import file_size, open_file
@@ -183,7 +184,7 @@ class Window:
             assert self._f is not None  # file i is open (opened above when it changed)
             self._f.seek(local)
             want = min(n, self.sizes[i] - local)
-            data = _read_fully(self._f, want)
+            data = read_full(self._f, want)
             if not data:
                 break  # the file shrank since we measured it: treat as its end
             pieces.append(data)
@@ -259,21 +260,6 @@ class Window:
             self._f.close()
             self._f = None
             self._fi = -1
-
-
-def _read_fully(f: Any, n: int) -> bytes:
-    data = f.read(n)
-    if data is None or len(data) == n or not data:
-        return data or b""
-    pieces = [data]
-    got = len(data)
-    while got < n:
-        more = f.read(n - got)
-        if not more:
-            break
-        pieces.append(more)
-        got += len(more)
-    return b"".join(pieces)
 
 
 class Scan:

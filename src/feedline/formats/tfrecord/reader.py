@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
-from feedline._internal.validate import positive_int
+from feedline._internal.validate import check_bool, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError
 from feedline.formats.tfrecord.index import TFRecordIndex
@@ -215,8 +215,7 @@ class TFRecordReader(DatasetIterator[bytes]):
     ) -> None:
         self.path = os.fspath(path)
         self.on_error = check_on_error(on_error)
-        if not isinstance(verify, bool):
-            raise TypeError(f"`verify` must be a bool, got {verify!r}")
+        check_bool("verify", verify)
         self.verify = verify
         self._block_size = max(positive_int("block_size", block_size), HEADER + 4)
         self.index_path = None if index_path is None else os.fspath(index_path)

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from feedline._internal.on_error import report
+from feedline._internal.reading import read_full
 from feedline.exceptions import CorruptRecordError, DataError
 
 __all__ = ["split_name", "Member", "members", "samples", "BLOCK"]
@@ -91,21 +92,6 @@ class _Damage(Exception):
         self.message, self.offset, self.name, self.fatal = message, offset, name, fatal
 
 
-def _read(f: IO[bytes], n: int) -> bytes:
-    data = f.read(n)
-    if len(data) == n or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < n:
-        more = f.read(n - got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
-
-
 def members(f: IO[bytes], start: int = 0, end: int | None = None) -> Iterator[Member | _Damage]:
     """Yield the regular-file members of the archive read from ``f`` (positioned at
     byte ``start``), up to byte ``end``; damage is yielded as a ``_Damage`` marker (the
@@ -116,7 +102,7 @@ def members(f: IO[bytes], start: int = 0, end: int | None = None) -> Iterator[Me
     pax: dict[str, str] = {}
     first = None  # offset of the first header of the member being assembled
     while end is None or pos < end:
-        h = _read(f, BLOCK)
+        h = read_full(f, BLOCK)
         if len(h) < BLOCK:
             if h.strip(b"\x00"):
                 yield _Damage("truncated tar header", pos, fatal=True)
@@ -156,7 +142,7 @@ def members(f: IO[bytes], start: int = 0, end: int | None = None) -> Iterator[Me
                     if prefix:
                         name = prefix + "/" + name
         if kind in _REGULAR or kind in (b"L", b"x"):
-            data = _read(f, size)
+            data = read_full(f, size)
             if len(data) < size:
                 yield _Damage(f"truncated tar member: {len(data)} of {size} data bytes", first,
                               name, fatal=True)
@@ -190,7 +176,7 @@ def _resync(f: IO[bytes], pos: int, end: int | None) -> int:
     """Offset of the first block at or after ``pos`` holding a valid header (or the end)."""
     f.seek(pos)
     while end is None or pos < end:
-        h = _read(f, BLOCK)
+        h = read_full(f, BLOCK)
         if len(h) < BLOCK:
             return pos + len(h)
         if h.count(0) != BLOCK and _checksum_ok(h):

@@ -39,7 +39,8 @@ import tarfile
 import tempfile
 from typing import Any
 
-from feedline._internal.closing import Closeable
+from feedline._internal.atomic import temporary_path
+from feedline._internal.closing import Abortable, Closeable
 from feedline._internal.validate import non_negative_int, positive_int
 from feedline.formats.webdataset._tarscan import split_name
 from feedline.storage.fs import is_remote
@@ -83,12 +84,11 @@ def _tmp_beside(path: str) -> tuple[Any, str]:
     if is_remote(path):  # written locally, then uploaded in one PUT on close
         fd, tmp = tempfile.mkstemp(prefix=".feedline-shard-", suffix=".tar.tmp")
         return os.fdopen(fd, "wb"), tmp
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    fd, tmp = temporary_path(path)
     return os.fdopen(fd, "wb"), tmp
 
 
-class TarWriter(Closeable):
+class TarWriter(Abortable):
     """Write samples into one tar shard at ``path`` (atomically: see the module
     docstring). ``index=True`` also writes the sidecar index on close.
 
@@ -184,12 +184,6 @@ class TarWriter(Closeable):
                 pass
         if os.path.exists(self._tmp):
             os.unlink(self._tmp)
-
-    def __exit__(self, *exc_info: object) -> None:
-        if exc_info and exc_info[0] is not None:
-            self.abort()
-        else:
-            self.close()
 
 
 class ShardWriter(Closeable):

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from feedline.train.events import EndPass
+from feedline.train.items._pass import pass_test_result
 from feedline.train.runner import RunnerItem
 
 __all__ = ["History"]
@@ -39,8 +40,6 @@ class History(RunnerItem):
     def on_pass_end(self, next_callback: Any) -> None:
         next_callback()
         ctx = self.context
-        test = getattr(ctx, "test_result", None)
-        if test is not None and test.pass_id != ctx.pass_id:
-            test = None
+        test = pass_test_result(ctx, ctx.pass_id)
         self.passes.append(EndPass(pass_id=ctx.pass_id, cost=getattr(ctx, "pass_cost", float("nan")),
                                    metrics=dict(getattr(ctx, "pass_metrics", {})), test=test))

@@ -40,6 +40,7 @@ from typing import Any
 
 from feedline._internal.optional import require
 from feedline._internal.validate import optional_positive_int
+from feedline.train.items._pass import pass_test_result
 from feedline.train.runner import RunnerContext, RunnerItem
 
 __all__ = ["MetricsLogger"]
@@ -115,9 +116,7 @@ class MetricsLogger(RunnerItem):
     def on_pass_end(self, next_callback: Any) -> None:
         next_callback()
         ctx = self.context
-        test = getattr(ctx, "test_result", None)
-        if test is not None and test.pass_id != ctx.pass_id:
-            test = None
+        test = pass_test_result(ctx, ctx.pass_id)
         row: dict[str, Any] = {"pass_id": ctx.pass_id, "global_step": ctx.global_step,
                                "samples_seen": ctx.samples_seen,
                                "train_cost": getattr(ctx, "pass_cost", None)}

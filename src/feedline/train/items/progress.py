@@ -45,6 +45,7 @@ from typing import Any, TextIO
 
 from feedline._internal.progress import BACKENDS, ProgressBar, is_terminal
 from feedline._internal.validate import check_float, one_of
+from feedline.train.items._pass import pass_test_result
 from feedline.train.runner import RunnerItem
 
 __all__ = ["Progress"]
@@ -113,10 +114,8 @@ class Progress(RunnerItem):
         next_callback()
         ctx = self.context
         seconds = self._last_batch - self._start  # the batches only, not a test at the end
-        test = getattr(ctx, "test_result", None)
         pass_id = getattr(ctx, "pass_id", len(self.passes))
-        if test is not None and test.pass_id != pass_id:
-            test = None
+        test = pass_test_result(ctx, pass_id)
         record: dict[str, Any] = {
             "pass_id": pass_id,
             "batches": self._batches,
