@@ -33,12 +33,14 @@ the single-process run on the global batch up to floating-point rounding.
 from __future__ import annotations
 
 import atexit
+import collections
 import gc
 import logging
 import math
 import os
 import pickle
 import socket
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -65,6 +67,12 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+# The tensors of the last collectives, kept alive from Python: gloo's worker thread drops
+# its reference to a finished collective a moment after the caller has seen it finish; if
+# that reference were the last one, the thread would need the GIL to free the tensor —
+# which it cannot get once the interpreter shuts down (see leave_group).
+_RECENT_TENSORS: collections.deque = collections.deque(maxlen=8)
 
 
 def default_backend() -> str:
@@ -146,7 +154,9 @@ def leave_group() -> None:
     active exception", SIGABRT), more often on a busy machine. So garbage is collected
     before and after the group is destroyed. A no-op without an initialized group;
     registered with ``atexit`` by :func:`init_from_env` and called by every process that
-    :func:`launch` starts. Threads still running afterwards are logged at DEBUG level.
+    :func:`launch` starts (which then ends without interpreter shutdown: a group on which
+    a ``DistributedDataParallel`` wrapper was built stays alive in torch until the
+    process exits). Threads still running afterwards are logged at DEBUG level.
 
     >>> leave_group()  # nothing to leave
     """
@@ -180,6 +190,7 @@ def all_reduce_sum(values: Sequence[float], device: Any = None) -> list[float]:
     if not is_distributed():
         return [float(v) for v in values]
     t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+    _RECENT_TENSORS.append(t)
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t.tolist()
 
@@ -301,6 +312,14 @@ def _worker(rank: int, payload: bytes, world_size: int, backend: str, port: int,
         del result, fn, args
     finally:
         leave_group()
+    # Success: end the process here, without interpreter shutdown, so that no gloo thread
+    # of a group that a DDP wrapper still holds (torch frees such a group only at exit)
+    # can be unwound during shutdown. Rank 0's result is already in `result_path`; an
+    # exception above takes the normal path and is reported to launch() by torch.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(0)
 
 
 def launch(
