@@ -18,7 +18,12 @@ __all__ = ["TakeDataset", "SkipDataset"]
 
 
 class TakeDataset(Dataset):
-    """The first ``n`` items of the parent; state ``{"taken", "parent"}``."""
+    """The first ``n`` items of the parent; state ``{"taken", "parent"}``.
+
+    >>> ds = Dataset.range(5).take(2)
+    >>> type(ds).__name__, ds.to_list()
+    ('TakeDataset', [0, 1])
+    """
 
     def __init__(self, parent: Dataset, n: int) -> None:
         super().__init__()
@@ -59,7 +64,12 @@ class _TakeIterator(DatasetIterator):
 
 
 class SkipDataset(Dataset):
-    """The parent's items after the first ``n``; state ``{"skipped", "parent"}``."""
+    """The parent's items after the first ``n``; state ``{"skipped", "parent"}``.
+
+    >>> ds = Dataset.range(5).skip(3)
+    >>> type(ds).__name__, ds.to_list()
+    ('SkipDataset', [3, 4])
+    """
 
     def __init__(self, parent: Dataset, n: int) -> None:
         super().__init__()
