@@ -138,7 +138,15 @@ class _TableDataset(RandomAccessDataset):
 
 
 class RowsDataset(_TableDataset):
-    """Rows as dicts of Python values; made by :func:`read_rows`."""
+    """Rows as dicts of Python values; made by :func:`read_rows`.
+
+    >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
+    >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
+    >>> ds = read_rows(path)
+    >>> type(ds).__name__, len(ds), ds[4]
+    ('RowsDataset', 5, {'x': 4, 's': 'e'})
+    """
 
     @property
     def name(self) -> str:
@@ -179,7 +187,15 @@ def _slice(arrays: dict[str, np.ndarray], lo: int, hi: int) -> dict[str, np.ndar
 
 
 class BatchesDataset(_TableDataset):
-    """Fixed-size batches as dicts of numpy arrays; made by :func:`read_batches`."""
+    """Fixed-size batches as dicts of numpy arrays; made by :func:`read_batches`.
+
+    >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
+    >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
+    >>> ds = read_batches(path, batch_size=3, columns=["s"])
+    >>> type(ds).__name__, [b["s"].tolist() for b in ds]
+    ('BatchesDataset', [['a', 'b', 'c'], ['d', 'e']])
+    """
 
     def __init__(self, files: TableFiles, cache_fragments: int, batch_size: int,
                  drop_last: bool) -> None:
@@ -218,7 +234,15 @@ class BatchesDataset(_TableDataset):
 
 class FragmentsDataset(_TableDataset):
     """Whole row groups / record batches as dicts of numpy arrays; made by
-    :func:`read_fragments`."""
+    :func:`read_fragments`.
+
+    >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
+    >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
+    >>> ds = read_fragments(path)                    # one item per row group
+    >>> type(ds).__name__, [f["x"].tolist() for f in ds]
+    ('FragmentsDataset', [[0, 1], [2, 3], [4]])
+    """
 
     @property
     def name(self) -> str:
@@ -342,7 +366,15 @@ def rebatch(dataset: Dataset, batch_size: int, *, drop_last: bool = False) -> Re
 
 
 class RebatchDataset(Dataset):
-    """Fixed-size batches out of a stream of column batches; see :func:`rebatch`."""
+    """Fixed-size batches out of a stream of column batches; see :func:`rebatch`.
+
+    >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
+    >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
+    >>> ds = rebatch(read_fragments(path), 4)
+    >>> type(ds).__name__, [b["x"].tolist() for b in ds]
+    ('RebatchDataset', [[0, 1, 2, 3], [4]])
+    """
 
     def __init__(self, parent: Dataset, batch_size: int, drop_last: bool) -> None:
         super().__init__()
