@@ -95,7 +95,13 @@ _INT_DTYPES = ("int32", "int64")
 
 
 class SequenceType:
-    """Nesting levels, numbered as in PaddlePaddle: 0 none, 1 sequence, 2 sub-sequence."""
+    """Nesting levels, numbered as in PaddlePaddle: 0 none, 1 sequence, 2 sub-sequence.
+
+    >>> SequenceType.NO_SEQUENCE, SequenceType.SEQUENCE, SequenceType.SUB_SEQUENCE
+    (0, 1, 2)
+    >>> integer_value_sub_sequence(5).seq_type == SequenceType.SUB_SEQUENCE
+    True
+    """
 
     NO_SEQUENCE = 0
     SEQUENCE = 1
@@ -120,6 +126,15 @@ class InputType:
     * ``seq_type``: :class:`SequenceType` level (0, 1 or 2).
     * ``dtype``: numpy dtype name of the converted values (``None`` for sparse binary,
       which has no values).
+
+    >>> t = integer_value_sequence(10)
+    >>> t.kind, t.shape, t.value_range, t.seq_type, t.dtype
+    ('integer', (), 10, 1, 'int64')
+    >>> t.is_sequence, t.is_sub_sequence, t.is_sparse, t.dim
+    (True, False, False, 10)
+    >>> d = dense_vector(3)
+    >>> d, d.shape, d.np_dtype
+    (dense_vector(3), (3,), dtype('float32'))
     """
 
     kind: str

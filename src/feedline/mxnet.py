@@ -164,6 +164,17 @@ class DataIter:
     ``StopIteration``; ``iter_next()`` advances and returns whether a batch is there, the
     ``get*()`` methods read it. ``get_state()`` / ``set_state()`` resume exactly when the
     source is a feedline ``Dataset``.
+
+    >>> x = np.arange(10, dtype=np.float32).reshape(5, 2); y = np.arange(5, dtype=np.float32)
+    >>> batches = Dataset.range(5).batch(2).map(lambda rows: (x[rows], y[rows]))
+    >>> it = DataIter(batches, batch_size=2, pad_last=True)
+    >>> it.provide_data[0].name, it.provide_data[0].shape, it.provide_label[0].name
+    ('data', (2, 2), 'softmax_label')
+    >>> for batch in it:
+    ...     print(batch.data[0].tolist(), batch.label[0].tolist(), batch.pad)
+    [[0.0, 1.0], [2.0, 3.0]] [0.0, 1.0] 0
+    [[4.0, 5.0], [6.0, 7.0]] [2.0, 3.0] 0
+    [[8.0, 9.0], [8.0, 9.0]] [4.0, 4.0] 1
     """
 
     def __init__(self, source: Any, *, batch_size: int | None = None,

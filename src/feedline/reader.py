@@ -79,7 +79,11 @@ def _star(func: Callable) -> Callable[[tuple], Any]:
 
 def map_readers(func: Callable, *readers: Reader) -> Dataset:
     """A reader yielding ``func(a, b, ...)`` for the items ``a, b, ...`` read in lockstep
-    from ``readers``; it ends with the shortest reader."""
+    from ``readers``; it ends with the shortest reader.
+
+    >>> list(map_readers(lambda a, b: a * b, lambda: iter([1, 2, 3]), lambda: iter([10, 20]))())
+    [10, 40]
+    """
     callable_arg("func", func)
     if not readers:
         raise TypeError("map_readers needs at least one reader")
@@ -91,7 +95,11 @@ def map_readers(func: Callable, *readers: Reader) -> Dataset:
 
 def buffered(reader: Reader, size: int) -> Dataset:
     """A reader that reads ``reader`` ahead in a background thread, keeping up to ``size``
-    items buffered. Errors in the thread are re-raised to the consumer."""
+    items buffered. Errors in the thread are re-raised to the consumer.
+
+    >>> list(buffered(lambda: iter(range(4)), 2)())
+    [0, 1, 2, 3]
+    """
     return _as_dataset(reader).prefetch(positive_int("size", size))
 
 
@@ -123,7 +131,11 @@ def compose(*readers: Reader, check_alignment: bool = True) -> Dataset:
 
 
 def chain(*readers: Reader) -> Dataset:
-    """A reader yielding all items of ``readers[0]``, then of ``readers[1]``, and so on."""
+    """A reader yielding all items of ``readers[0]``, then of ``readers[1]``, and so on.
+
+    >>> list(chain(lambda: iter([1, 2]), lambda: iter([3]))())
+    [1, 2, 3]
+    """
     if not readers:
         raise TypeError("chain needs at least one reader")
     datasets = [_as_dataset(r, f"readers[{i}]") for i, r in enumerate(readers)]
@@ -133,12 +145,25 @@ def chain(*readers: Reader) -> Dataset:
 def shuffle(reader: Reader, buf_size: int, *, seed: int | None = None) -> Dataset:
     """A reader yielding ``reader``'s items in random order through a buffer of
     ``buf_size`` items (see :meth:`feedline.Dataset.shuffle`); a new order on every call,
-    reproducible with ``seed``."""
+    reproducible with ``seed``.
+
+    >>> r = shuffle(lambda: iter(range(6)), 3, seed=0)
+    >>> first, second = list(r()), list(r())
+    >>> sorted(first) == sorted(second) == [0, 1, 2, 3, 4, 5]
+    True
+    >>> r2 = shuffle(lambda: iter(range(6)), 3, seed=0)    # same seed: same orders
+    >>> [list(r2()), list(r2())] == [first, second]
+    True
+    """
     return _as_dataset(reader).shuffle(positive_int("buf_size", buf_size), seed=seed)
 
 
 def firstn(reader: Reader, n: int) -> Dataset:
-    """A reader yielding at most the first ``n`` items of ``reader``."""
+    """A reader yielding at most the first ``n`` items of ``reader``.
+
+    >>> list(firstn(lambda: iter("abcde"), 3)())
+    ['a', 'b', 'c']
+    """
     from feedline._internal.validate import non_negative_int
 
     return _as_dataset(reader).take(non_negative_int("n", n))
@@ -150,7 +175,12 @@ def xmap_readers(
     """A reader yielding ``mapper(item)`` for each item of ``reader``, computed by
     ``process_num`` worker processes with up to ``buffer_size`` items in flight;
     ``order=True`` keeps the input order, ``False`` yields results as they are ready.
-    ``mapper`` and the items must be picklable."""
+    ``mapper`` and the items must be picklable.
+
+    >>> r = xmap_readers(abs, lambda: iter([-1, -2, 3]), process_num=2, buffer_size=4, order=True)
+    >>> list(r())
+    [1, 2, 3]
+    """
     callable_arg("mapper", mapper)
     positive_int("process_num", process_num)
     positive_int("buffer_size", buffer_size)
@@ -162,7 +192,16 @@ def xmap_readers(
 
 def cache(reader: Reader) -> Dataset:
     """A reader that reads ``reader`` completely on its first iteration, keeps every item
-    in memory, and replays them on every iteration."""
+    in memory, and replays them on every iteration.
+
+    >>> calls = []
+    >>> def once():
+    ...     calls.append(1)
+    ...     return iter([1, 2])
+    >>> c = cache(once)
+    >>> list(c()), list(c()), len(calls)
+    ([1, 2], [1, 2], 1)
+    """
     return CacheDataset(_as_dataset(reader))
 
 

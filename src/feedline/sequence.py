@@ -190,6 +190,13 @@ class PackedBatch:
     ``plan`` is the :class:`SequenceToBatch` that made it; ``source_starts`` keeps the
     start positions of the :class:`SequenceValue` it came from (``sequence`` and
     ``sub_sequence`` ones) so that :func:`batch_to_sequence` restores both levels.
+
+    >>> v = SequenceValue(np.array([1, 2, 3, 4, 5]), np.array([0, 2, 5]))
+    >>> packed = sequence_to_batch(v)
+    >>> type(packed).__name__, packed.data.tolist(), packed.batch_sizes.tolist()
+    ('PackedBatch', [3, 1, 4, 2, 5], [2, 2, 1])
+    >>> packed.sorted_indices.tolist(), packed.unsorted_indices.tolist()
+    ([1, 0], [1, 0])
     """
 
     data: Any

@@ -182,6 +182,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     subcommand has returned or been interrupted: a Ctrl-C that arrives while the
     interpreter exits (workers being joined, files closed) would otherwise print a
     traceback from a finaliser. A call with an explicit ``argv`` leaves the signal alone.
+
+    >>> import contextlib, io, os, tempfile
+    >>> from feedline import tfrecord
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
+    >>> _ = tfrecord.write(path, [b"x", b"yz"])
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     status = main(["index", path])
+    >>> status, out.getvalue().endswith("tfrecord, 2 records -> " + path + ".index" + chr(10))
+    (0, True)
+    >>> main(["inspect", os.path.dirname(path)])        # a directory: exit status 2
+    2
     """
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)

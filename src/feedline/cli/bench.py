@@ -48,7 +48,15 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``feedline bench``'s arguments to ``parser``."""
+    """Add ``feedline bench``'s arguments to ``parser``.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="feedline bench")
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["--batch-size", "16", "--epochs", "2", "a.tfrecord"])
+    >>> args.files, args.batch_size, args.epochs, args.shuffle, args.json
+    (['a.tfrecord'], 16, 2, None, False)
+    """
     parser.add_argument("files", nargs="+", metavar="FILE", help="record files or globs")
     parser.add_argument("--batch-size", type=_positive, default=64, metavar="N")
     parser.add_argument("--shuffle", type=_positive, default=None, metavar="BUFFER",
@@ -67,7 +75,16 @@ def bench_files(paths: Sequence[str], *, batch_size: int = 64, shuffle: int | No
                 cycle_length: int = 1, parallel_reads: int | None = None, epochs: int = 1,
                 limit: int | None = None) -> dict[str, Any]:
     """Read ``paths`` through the pipeline described in the module docstring and return
-    ``{"records", "bytes", "seconds", "records_per_s", "mb_per_s", "stats"}``."""
+    ``{"records", "bytes", "seconds", "records_per_s", "mb_per_s", "stats"}``.
+
+    >>> import os, tempfile
+    >>> from feedline import tfrecord
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
+    >>> _ = tfrecord.write(path, [b"x" * 10] * 20)
+    >>> result = bench_files([path], batch_size=4, epochs=2)
+    >>> result["records"], result["bytes"], sorted(result)
+    (40, 400, ['bytes', 'mb_per_s', 'records', 'records_per_s', 'seconds', 'stats'])
+    """
     from feedline.io.records import read_records
 
     positive_int("batch_size", batch_size)
@@ -100,7 +117,20 @@ def bench_files(paths: Sequence[str], *, batch_size: int = 64, shuffle: int | No
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``feedline bench``; the exit status is 0 (errors: see :func:`feedline.cli.main`)."""
+    """Run ``feedline bench``; the exit status is 0 (errors: see :func:`feedline.cli.main`).
+
+    >>> import argparse, contextlib, io, json, os, tempfile
+    >>> from feedline import tfrecord
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
+    >>> _ = tfrecord.write(path, [b"abc"] * 5)
+    >>> parser = argparse.ArgumentParser(); add_arguments(parser)
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     status = run(parser.parse_args(["--json", "--batch-size", "2", path]))
+    >>> result = json.loads(out.getvalue())
+    >>> status, result["records"], result["bytes"]
+    (0, 5, 15)
+    """
     from feedline.cli import check_input_files
 
     check_input_files(args.files)

@@ -45,7 +45,15 @@ HELP = "build the sidecar index of TFRecord (.index) and RecordIO (.idx) files"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``feedline index``'s arguments to ``parser``."""
+    """Add ``feedline index``'s arguments to ``parser``.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="feedline index")
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["--force", "--output-dir", "idx", "a.rec", "b.tfrecord"])
+    >>> args.files, args.output_dir, args.force, args.skip_damaged, args.json
+    (['a.rec', 'b.tfrecord'], 'idx', True, False, False)
+    """
     parser.add_argument("files", nargs="+", metavar="FILE", help="TFRecord or RecordIO files")
     parser.add_argument(
         "--output-dir",
@@ -112,7 +120,19 @@ def index_file(
     """Index one file; returns ``{"path", "format", "index", "records", "error",
     "status"}``: ``status`` is 0, or the exit status the error asks for (1 for a damaged
     file or a format without an index, 2 for a file that is missing or not a file, or
-    an existing ``.idx`` with other keys kept because ``force`` is false)."""
+    an existing ``.idx`` with other keys kept because ``force`` is false).
+
+    >>> import os, tempfile
+    >>> from feedline import recordio
+    >>> d = tempfile.mkdtemp(); path = os.path.join(d, "a.rec")
+    >>> with recordio.RecordIOWriter(path) as w:
+    ...     for i in range(3): _ = w.write(b"r%d" % i)
+    >>> result = index_file(path)
+    >>> result["format"], result["records"], os.path.basename(result["index"]), result["status"]
+    ('recordio', 3, 'a.idx', 0)
+    >>> index_file(os.path.join(d, "missing.rec"))["status"]
+    2
+    """
     from feedline.cli import UsageError, exit_status
     from feedline.cli.inspect import detect_format
     from feedline.exceptions import FeedlineError
@@ -161,7 +181,19 @@ def index_file(
 
 def run(args: argparse.Namespace) -> int:
     """Index ``args.files``; the exit status is the largest of the files' statuses
-    (see :func:`index_file`)."""
+    (see :func:`index_file`).
+
+    >>> import argparse, contextlib, io, json, os, tempfile
+    >>> from feedline import tfrecord
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
+    >>> _ = tfrecord.write(path, [b"x", b"yz"])
+    >>> parser = argparse.ArgumentParser(); add_arguments(parser)
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     status = run(parser.parse_args(["--json", path]))
+    >>> status, [(r["format"], r["records"], r["status"]) for r in json.loads(out.getvalue())]
+    (0, [('tfrecord', 2, 0)])
+    """
     from feedline.cli import UsageError, check_input_files
 
     check_input_files(args.files)

@@ -56,7 +56,15 @@ _TEXT_SHOWN = 200
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``feedline inspect``'s arguments to ``parser``."""
+    """Add ``feedline inspect``'s arguments to ``parser``.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="feedline inspect")
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["--json", "--limit", "5", "a.tfrecord"])
+    >>> args.files, args.json, args.limit
+    (['a.tfrecord'], True, 5)
+    """
     parser.add_argument("files", nargs="+", metavar="FILE", help="files to inspect")
     parser.add_argument(
         "--json", action="store_true", help="print JSON (a list, one object per file)"
@@ -304,7 +312,15 @@ def inspect_file(path: str | os.PathLike, *, limit: int = 3) -> dict[str, Any]:
     """Summary of one file as a JSON-able ``dict``: ``path``, ``format``,
     ``compression``, ``size_bytes``, ``count``, ``record_bytes`` (min/mean/max),
     ``records`` (the first ``limit`` decoded) and ``error`` (``None`` or the message of
-    the damage that stopped the scan; ``count`` then counts the records before it)."""
+    the damage that stopped the scan; ``count`` then counts the records before it).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
+    >>> with open(path, "w") as f: f.writelines(w + chr(10) for w in ("alpha", "be"))
+    >>> info = inspect_file(path, limit=1)
+    >>> info["format"], info["count"], info["record_bytes"], len(info["records"]), info["error"]
+    ('text', 2, {'min': 2, 'mean': 3.5, 'max': 5}, 1, None)
+    """
     from feedline.exceptions import FeedlineError
 
     path = os.fspath(path)
@@ -411,7 +427,20 @@ def _print_summary(info: dict[str, Any], write) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Inspect ``args.files``; exit status 1 when a file is damaged or unreadable, 2 when
-    one is missing or a directory (then nothing is inspected)."""
+    one is missing or a directory (then nothing is inspected).
+
+    >>> import argparse, contextlib, io, json, os, tempfile
+    >>> from feedline import tfrecord
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
+    >>> _ = tfrecord.write(path, [b"x", b"yz"])
+    >>> parser = argparse.ArgumentParser(); add_arguments(parser)
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     status = run(parser.parse_args(["--json", path]))
+    >>> report = json.loads(out.getvalue())[0]
+    >>> status, report["format"], report["count"], report["size_bytes"]
+    (0, 'tfrecord', 2, 35)
+    """
     from feedline.cli import check_input_files
 
     check_input_files(args.files)

@@ -38,7 +38,15 @@ def _ratio(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``feedline pack``'s arguments to ``parser``."""
+    """Add ``feedline pack``'s arguments to ``parser``.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="feedline pack")
+    >>> add_arguments(parser)
+    >>> args = parser.parse_args(["photos/", "out/train", "--num-shards", "4", "--resize", "256"])
+    >>> args.source, args.output, args.format, args.num_shards, args.resize, args.encoding
+    ('photos/', 'out/train', 'recordio', 4, 256, '.jpg')
+    """
     parser.add_argument(
         "source", help="folder with one subfolder per class, or a .lst file (index, labels, path)"
     )
@@ -117,7 +125,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``feedline pack``; return the exit status. Errors reach the boundary of
-    :func:`feedline.cli.main`: 2 for bad arguments or input, 1 for a damaged image."""
+    :func:`feedline.cli.main`: 2 for bad arguments or input, 1 for a damaged image.
+
+    >>> import argparse, contextlib, io, os, tempfile
+    >>> from PIL import Image
+    >>> root = tempfile.mkdtemp()
+    >>> for cls in ("cat", "dog"):
+    ...     os.makedirs(os.path.join(root, "photos", cls))
+    ...     Image.new("RGB", (4, 4)).save(os.path.join(root, "photos", cls, "0.png"))
+    >>> parser = argparse.ArgumentParser(); add_arguments(parser)
+    >>> args = parser.parse_args([os.path.join(root, "photos"), os.path.join(root, "train"),
+    ...                           "--encoding", ".png"])
+    >>> with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    ...     status = run(args)
+    >>> status, sorted(f for f in os.listdir(root) if f.startswith("train"))
+    (0, ['train.idx', 'train.lst', 'train.rec'])
+    """
     from feedline.image.pack import pack_images
 
     exts = tuple(e.strip() for text in args.exts for e in text.split(",") if e.strip())

@@ -56,6 +56,10 @@ class BuildContext:
 
     ``epoch`` seeds per-iteration randomness; ``stats`` is a statistics collector (or
     ``None``) that wraps every stage iterator to time it.
+
+    >>> ctx = BuildContext(epoch=0)
+    >>> ctx, ctx.with_epoch(3)
+    (BuildContext(epoch=0, stats=None), BuildContext(epoch=3, stats=None))
     """
 
     epoch: int = 0
@@ -70,6 +74,13 @@ class Dataset(Generic[T]):
 
     Subclasses implement :meth:`_make_iterator`; ``_parents`` lists the datasets a stage
     reads from (for statistics and pretty-printing).
+
+    >>> ds = Dataset.range(10).filter(lambda x: x % 2 == 0).map(lambda x: x * 10).batch(2)
+    >>> ds.to_list()
+    [[0, 20], [40, 60], [80]]
+    >>> it = ds.iterator(); first = next(it)
+    >>> list(ds.iterator(it.get_state()))          # resume exactly after the first batch
+    [[40, 60], [80]]
     """
 
     _parents: tuple[Dataset, ...] = ()
@@ -644,6 +655,18 @@ class PipelineIterator(DatasetIterator[T]):
     """The iterator a :class:`Dataset` returns: the last stage plus the epoch number.
 
     ``get_state()`` returns ``{"type": "pipeline", "version", "epoch", "stages"}``.
+
+    >>> ds = Dataset.range(5).shuffle(3, seed=1)
+    >>> it = ds.iterator()
+    >>> type(it).__name__, next(it)
+    ('PipelineIterator', 1)
+    >>> state = it.get_state()
+    >>> state["type"], state["epoch"], state["stages"]["type"]
+    ('pipeline', 0, 'shuffle')
+    >>> rest = list(it)
+    >>> list(ds.iterator(state)) == rest
+    True
+    >>> it.close()
     """
 
     def __init__(self, it: DatasetIterator[T], epoch: int, stats: Any = None) -> None:
@@ -693,6 +716,13 @@ class RandomAccessDataset(Dataset[T]):
     how every epoch of a global shuffle gets a new order.
 
     Subclasses implement ``__len__`` and ``_getitem(i)`` for any ``i >= 0``.
+
+    >>> ds = Dataset.range(5)
+    >>> isinstance(ds, RandomAccessDataset), len(ds), ds[2], ds[7]        # 7 wraps to 2
+    (True, 5, 2, 2)
+    >>> shuffled = ds.global_shuffle(seed=0)
+    >>> sorted(shuffled[i] for i in range(5)), sorted(shuffled[i] for i in range(5, 10))  # epochs 0 and 1
+    ([0, 1, 2, 3, 4], [0, 1, 2, 3, 4])
     """
 
     def __len__(self) -> int:  # pragma: no cover - abstract

@@ -25,7 +25,12 @@ __all__ = ["BatchDataset"]
 
 
 class BatchDataset(Dataset):
-    """Batches of ``batch_size`` consecutive items of the parent."""
+    """Batches of ``batch_size`` consecutive items of the parent.
+
+    >>> ds = Dataset.range(5).batch(2)
+    >>> type(ds).__name__, ds.to_list()
+    ('BatchDataset', [[0, 1], [2, 3], [4]])
+    """
 
     def __init__(
         self, parent: Dataset, batch_size: int, *, drop_remainder: bool, collate: Callable | str | None

@@ -149,6 +149,15 @@ class BucketIterator(DatasetIterator):
 
     ``parent`` is any :class:`~feedline.dataset.iterator.DatasetIterator`; the options are
     those of :class:`BucketConfig`. State: see the module docstring.
+
+    >>> ds = Dataset.from_iterable(["a", "bbbb", "cc", "dddd", "e"]).bucket_by_length(
+    ...     length_fn=len, bucket_boundaries=[3], bucket_batch_sizes=[2, 2])
+    >>> it = ds.iterator()
+    >>> next(it)
+    ['a', 'cc']
+    >>> state = it.get_state()
+    >>> state["stages"]["type"], list(ds.iterator(state))     # resumes with the buckets' contents
+    ('bucket', [['bbbb', 'dddd'], ['e']])
     """
 
     def __init__(self, parent: DatasetIterator, config: BucketConfig) -> None:
@@ -336,7 +345,13 @@ class BucketIterator(DatasetIterator):
 
 
 class BucketDataset(Dataset):
-    """The dataset of :func:`bucket_by_length`."""
+    """The dataset of :func:`bucket_by_length`.
+
+    >>> ds = Dataset.from_iterable(["a", "bbbb", "cc", "dddd"]).bucket_by_length(
+    ...     length_fn=len, bucket_boundaries=[3], bucket_batch_sizes=[2, 2])
+    >>> type(ds).__name__, ds.to_list()
+    ('BucketDataset', [['a', 'cc'], ['bbbb', 'dddd']])
+    """
 
     def __init__(self, parent: Dataset, config: BucketConfig) -> None:
         super().__init__()

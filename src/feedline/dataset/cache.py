@@ -176,7 +176,15 @@ def pipeline_fingerprint(ds: Dataset) -> str:
 
 class FileCacheDataset(Dataset):
     """The dataset of ``cache(path)`` (``keep_others=False``) and ``snapshot(path)``
-    (``keep_others=True``); see the module docstring."""
+    (``keep_others=True``); see the module docstring.
+
+    >>> import os, tempfile
+    >>> calls = []
+    >>> path = os.path.join(tempfile.mkdtemp(), "cache")
+    >>> ds = Dataset.range(3).map(lambda x: calls.append(x) or x * 10).cache(path)
+    >>> type(ds).__name__, ds.to_list(), ds.to_list(), len(calls)    # second epoch read from the file
+    ('FileCacheDataset', [0, 10, 20], [0, 10, 20], 3)
+    """
 
     def __init__(self, parent: Dataset, path: str | os.PathLike, *, shard_size: int = 1024,
                  keep_others: bool = False) -> None:

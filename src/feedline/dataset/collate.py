@@ -23,7 +23,14 @@ __all__ = ["numpy_collate", "resolve_collate"]
 
 
 def numpy_collate(items: list) -> Any:
-    """Collate ``items`` into numpy arrays as the module docstring describes."""
+    """Collate ``items`` into numpy arrays as the module docstring describes.
+
+    >>> numpy_collate([(np.zeros(2), 1), (np.ones(2), 0)])
+    (array([[0., 0.],
+           [1., 1.]]), array([1, 0]))
+    >>> numpy_collate([{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])
+    {'id': array([1, 2]), 'name': ['a', 'b']}
+    """
     first = items[0]
     if isinstance(first, np.ndarray):
         shapes = {a.shape for a in items}
@@ -46,7 +53,15 @@ def numpy_collate(items: list) -> Any:
 
 
 def resolve_collate(collate: Callable | str | None) -> Callable | None:
-    """``None`` -> no collation (lists), ``"numpy"`` -> :func:`numpy_collate`, or a callable."""
+    """``None`` -> no collation (lists), ``"numpy"`` -> :func:`numpy_collate`, or a callable.
+
+    >>> resolve_collate(None) is None, resolve_collate("numpy") is numpy_collate, resolve_collate(len) is len
+    (True, True, True)
+    >>> resolve_collate("torch")
+    Traceback (most recent call last):
+    ...
+    ValueError: `collate` must be None, 'numpy' or a callable, got 'torch'
+    """
     if collate is None:
         return None
     if collate == "numpy":

@@ -25,7 +25,12 @@ def check_datasets(datasets: tuple, op: str) -> tuple:
 
 
 class ConcatDataset(Dataset):
-    """All items of ``datasets[0]``, then of ``datasets[1]``, and so on."""
+    """All items of ``datasets[0]``, then of ``datasets[1]``, and so on.
+
+    >>> ds = Dataset.range(2).concat(Dataset.from_iterable(["a"]))
+    >>> type(ds).__name__, ds.to_list()
+    ('ConcatDataset', [0, 1, 'a'])
+    """
 
     def __init__(self, datasets: tuple[Dataset, ...]) -> None:
         super().__init__()

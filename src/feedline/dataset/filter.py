@@ -18,7 +18,12 @@ __all__ = ["FilterDataset"]
 
 
 class FilterDataset(Dataset):
-    """Items of the parent for which ``predicate(item)`` is true, in order."""
+    """Items of the parent for which ``predicate(item)`` is true, in order.
+
+    >>> ds = Dataset.range(6).filter(lambda x: x % 3 == 0)
+    >>> type(ds).__name__, ds.to_list()
+    ('FilterDataset', [0, 3])
+    """
 
     def __init__(self, parent: Dataset, predicate: Callable[[Any], bool]) -> None:
         super().__init__()

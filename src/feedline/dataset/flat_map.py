@@ -22,7 +22,12 @@ __all__ = ["FlatMapDataset"]
 
 
 class FlatMapDataset(Dataset):
-    """Concatenation of ``fn(item)`` over the parent's items."""
+    """Concatenation of ``fn(item)`` over the parent's items.
+
+    >>> ds = Dataset.range(3).flat_map(lambda n: Dataset.from_iterable([n] * n))
+    >>> type(ds).__name__, ds.to_list()
+    ('FlatMapDataset', [1, 2, 2])
+    """
 
     def __init__(self, parent: Dataset, fn: Callable[[Any], Iterable]) -> None:
         super().__init__()

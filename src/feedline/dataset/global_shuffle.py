@@ -33,7 +33,13 @@ _CHUNK = 1024
 
 
 class GlobalShuffleDataset(RandomAccessDataset):
-    """Random access through a per-epoch permutation; see the module docstring."""
+    """Random access through a per-epoch permutation; see the module docstring.
+
+    >>> ds = Dataset.range(5).global_shuffle(seed=0)
+    >>> order = ds.to_list()
+    >>> type(ds).__name__, sorted(order), ds[0] == order[0], Dataset.range(5).global_shuffle(seed=0).to_list() == order
+    ('GlobalShuffleDataset', [0, 1, 2, 3, 4], True, True)
+    """
 
     def __init__(self, parent: RandomAccessDataset, *, seed: int | None) -> None:
         super().__init__()

@@ -38,7 +38,12 @@ _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
 class InterleaveDataset(Dataset):
-    """Round-robin reading of ``fn(item)`` for the parent's items; see the module docstring."""
+    """Round-robin reading of ``fn(item)`` for the parent's items; see the module docstring.
+
+    >>> ds = Dataset.range(2).interleave(lambda x: Dataset.from_iterable([x * 10, x * 10 + 1]), cycle_length=2)
+    >>> type(ds).__name__, ds.to_list()
+    ('InterleaveDataset', [0, 10, 1, 11])
+    """
 
     def __init__(self, parent: Dataset, fn: Callable[[Any], Dataset], *, cycle_length: int,
                  block_length: int = 1, num_parallel_reads: int | None = None) -> None:

@@ -51,6 +51,21 @@ class DatasetIterator(Closeable, Iterator[T]):
 
     ``close()``, the context manager and the finaliser come from
     :class:`~feedline._internal.closing.Closeable`.
+
+    >>> class Countdown(DatasetIterator):
+    ...     def __init__(self, n): self.n = n
+    ...     def __next__(self):
+    ...         if self.n == 0: raise StopIteration
+    ...         self.n -= 1
+    ...         return self.n
+    ...     def get_state(self): return {"type": "countdown", "n": self.n}
+    ...     def set_state(self, state): self.n = state["n"]
+    >>> it = Countdown(3); next(it)
+    2
+    >>> again = Countdown(3); again.set_state(it.get_state()); list(again)
+    [1, 0]
+    >>> Dataset.from_source(lambda: Countdown(2)).to_list()
+    [1, 0]
     """
 
     def __iter__(self) -> DatasetIterator[T]:

@@ -61,7 +61,17 @@ def map_dataset(
     backend: str = "process",
     timeout: float | None = None,
 ) -> Dataset:
-    """Build the right map stage for ``workers`` and ``backend``; see the module docstring."""
+    """Build the right map stage for ``workers`` and ``backend``; see the module docstring.
+
+    >>> type(map_dataset(Dataset.range(3), abs)).__name__           # random access stays so
+    'RandomAccessMapDataset'
+    >>> stream = Dataset.from_reader(lambda: iter([1, -2]))
+    >>> ds = map_dataset(stream, abs)
+    >>> type(ds).__name__, ds.name, ds.to_list()
+    ('MapDataset', 'map(abs)', [1, 2])
+    >>> type(map_dataset(stream, abs, workers=2, backend="thread")).__name__
+    'ThreadMapDataset'
+    """
     callable_arg("fn", fn)
     timeout = optional_positive_number("timeout", timeout)
     label = name or f"map({_fn_name(fn)})"
@@ -110,7 +120,12 @@ class _InThreadMap:
 
 
 class MapDataset(_InThreadMap, Dataset):
-    """In-thread map over a stream."""
+    """In-thread map over a stream.
+
+    >>> ds = Dataset.from_reader(lambda: iter([1, 2, 3])).map(lambda x: x * x)
+    >>> type(ds).__name__, ds.to_list()
+    ('MapDataset', [1, 4, 9])
+    """
 
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
         fn = self._fn
@@ -118,7 +133,12 @@ class MapDataset(_InThreadMap, Dataset):
 
 
 class RandomAccessMapDataset(_InThreadMap, RandomAccessDataset):
-    """In-thread map over a random-access dataset; stays random access."""
+    """In-thread map over a random-access dataset; stays random access.
+
+    >>> ds = Dataset.range(4).map(lambda x: x * x)
+    >>> type(ds).__name__, len(ds), ds[3], ds.to_list()
+    ('RandomAccessMapDataset', 4, 9, [0, 1, 4, 9])
+    """
 
     @property
     def _source(self) -> RandomAccessDataset:

@@ -90,7 +90,14 @@ def _build_all(datasets: Sequence[Dataset], ctx: BuildContext) -> list[DatasetIt
 
 
 class MixDataset(Dataset):
-    """Items drawn from several datasets by weight; see the module docstring."""
+    """Items drawn from several datasets by weight; see the module docstring.
+
+    >>> ds = Dataset.mix([Dataset.range(3), Dataset.range(10, 13)], [1, 1], seed=0)
+    >>> out = ds.to_list()
+    >>> again = Dataset.mix([Dataset.range(3), Dataset.range(10, 13)], [1, 1], seed=0)
+    >>> type(ds).__name__, sorted(out), again.to_list() == out       # same seed: same order
+    ('MixDataset', [0, 1, 2, 10, 11, 12], True)
+    """
 
     def __init__(self, datasets: Sequence[Dataset], weights: Sequence[float], *,
                  seed: int | None = None, stop_on_empty: bool = True,
@@ -203,7 +210,12 @@ class _MixIterator(DatasetIterator):
 
 
 class ChooseDataset(Dataset):
-    """Item ``k`` from ``datasets[index_k]``; see the module docstring."""
+    """Item ``k`` from ``datasets[index_k]``; see the module docstring.
+
+    >>> ds = Dataset.choose([Dataset.range(3), Dataset.range(10, 13)], Dataset.from_iterable([0, 1, 1, 0]))
+    >>> type(ds).__name__, ds.to_list()
+    ('ChooseDataset', [0, 10, 11, 1])
+    """
 
     def __init__(self, datasets: Sequence[Dataset], index_dataset: Dataset, *,
                  stop_on_empty: bool = True) -> None:

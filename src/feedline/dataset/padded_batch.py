@@ -213,7 +213,12 @@ class PadBatch:
 
 
 class PaddedBatchDataset(BatchDataset):
-    """Padded batches of ``batch_size`` consecutive items; see the module docstring."""
+    """Padded batches of ``batch_size`` consecutive items; see the module docstring.
+
+    >>> ds = Dataset.from_iterable([np.array([1]), np.array([2, 3])]).padded_batch(2)
+    >>> type(ds).__name__, ds.to_list()[0].tolist()
+    ('PaddedBatchDataset', [[1, 0], [2, 3]])
+    """
 
     def __init__(self, parent: Dataset, batch_size: int, *, padded_shapes: Any = None,
                  padding_values: Any = _MISSING, drop_remainder: bool = False) -> None:

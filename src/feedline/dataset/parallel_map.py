@@ -128,6 +128,10 @@ class ParallelMapDataset(Dataset):
     ``"auto"`` may start (default: the CPUs this process may use). ``shm_budget``: the
     most bytes of shared memory the result rings may use (default 1 GiB or a quarter of
     the free ``/dev/shm``, whichever is smaller); it caps how many items share a block.
+
+    >>> ds = Dataset.range(4).map(abs, workers=2)       # two worker processes
+    >>> type(ds).__name__, ds.to_list()
+    ('ParallelMapDataset', [0, 1, 2, 3])
     """
 
     def __init__(

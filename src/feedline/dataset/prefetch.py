@@ -25,7 +25,12 @@ _AUTO_START = 2
 
 
 class PrefetchDataset(Dataset):
-    """The parent, produced ahead in a background thread."""
+    """The parent, produced ahead in a background thread.
+
+    >>> ds = Dataset.range(3).prefetch(2)              # read ahead in a background thread
+    >>> type(ds).__name__, ds.to_list()
+    ('PrefetchDataset', [0, 1, 2])
+    """
 
     def __init__(self, parent: Dataset, buffer_size: int | str) -> None:
         super().__init__()

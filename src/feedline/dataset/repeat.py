@@ -26,7 +26,12 @@ _FOREVER_STRIDE = 2**32
 
 
 class RepeatDataset(Dataset):
-    """``epochs`` repetitions of the parent (``None``: forever)."""
+    """``epochs`` repetitions of the parent (``None``: forever).
+
+    >>> ds = Dataset.range(2).repeat(3)
+    >>> type(ds).__name__, ds.to_list()
+    ('RepeatDataset', [0, 1, 0, 1, 0, 1])
+    """
 
     def __init__(self, parent: Dataset, epochs: int | None) -> None:
         super().__init__()

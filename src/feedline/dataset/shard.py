@@ -64,7 +64,13 @@ reshard_count = 0
 
 
 def shard_dataset(parent: Dataset, rank: int, world_size: int, *, policy: str = "pad") -> Dataset:
-    """This rank's part of ``parent``; see the module docstring."""
+    """This rank's part of ``parent``; see the module docstring.
+
+    >>> [shard_dataset(Dataset.range(5), r, 2, policy="drop_remainder").to_list() for r in range(2)]
+    [[0, 2], [1, 3]]
+    >>> [shard_dataset(Dataset.range(5), r, 2, policy="none").to_list() for r in range(2)]
+    [[0, 2, 4], [1, 3]]
+    """
     positive_int("world_size", world_size)
     non_negative_int("rank", rank)
     if rank >= world_size:
@@ -90,7 +96,12 @@ def _count(remaining: int, world: int, rank: int, policy: str) -> int:
 
 class ShardDataset(RandomAccessDataset):
     """Index-mode shard of a random-access dataset; itself random access
-    (``shard[k]`` is global position ``k * world_size + rank``)."""
+    (``shard[k]`` is global position ``k * world_size + rank``).
+
+    >>> ds = Dataset.range(5).shard(1, 2)              # rank 1 of 2, padded
+    >>> type(ds).__name__, len(ds), ds.to_list()
+    ('ShardDataset', 3, [1, 3, 0])
+    """
 
     def __init__(self, parent: RandomAccessDataset, rank: int, world: int, policy: str) -> None:
         super().__init__()
@@ -157,7 +168,12 @@ class _ShardIterator(DatasetIterator):
 
 
 class StreamShardDataset(Dataset):
-    """Every ``world_size``-th item of a stream, starting at ``rank``."""
+    """Every ``world_size``-th item of a stream, starting at ``rank``.
+
+    >>> ds = Dataset.from_reader(lambda: iter(range(5))).shard(1, 2, policy="none")  # items 1, 3, ...
+    >>> type(ds).__name__, ds.to_list()
+    ('StreamShardDataset', [1, 3])
+    """
 
     def __init__(self, parent: Dataset, rank: int, world: int) -> None:
         super().__init__()

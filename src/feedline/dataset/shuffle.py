@@ -47,7 +47,14 @@ _BLOCK = 4096
 
 
 def resolve_seed(seed: int | None, name: str = "seed") -> int:
-    """``seed`` validated, or a fresh random 63-bit seed when ``None``."""
+    """``seed`` validated, or a fresh random 63-bit seed when ``None``.
+
+    >>> resolve_seed(7)
+    7
+    >>> s = resolve_seed(None)                          # a fresh seed from the OS
+    >>> isinstance(s, int) and s >= 0
+    True
+    """
     if seed is None:
         return random.SystemRandom().getrandbits(63)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -81,7 +88,13 @@ class CounterRandom:
 
 
 class ShuffleDataset(Dataset):
-    """Buffer shuffle; see the module docstring."""
+    """Buffer shuffle; see the module docstring.
+
+    >>> ds = Dataset.range(5).shuffle(3, seed=0)
+    >>> out = ds.to_list()
+    >>> type(ds).__name__, sorted(out), Dataset.range(5).shuffle(3, seed=0).to_list() == out
+    ('ShuffleDataset', [0, 1, 2, 3, 4], True)
+    """
 
     def __init__(self, parent: Dataset, buffer_size: int, *, seed: int | None) -> None:
         super().__init__()

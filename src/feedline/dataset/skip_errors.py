@@ -51,7 +51,12 @@ MAP_POLICIES = ("raise", "skip", "replace")
 def tolerant_map(parent: Dataset, fn: Any, build_map: Any, *, on_error: str,
                  max_skips: int | None, replacement: Any, name: str) -> Dataset:
     """``build_map(CatchErrors(fn))`` followed by the skipping stage; with
-    ``on_error="raise"`` just ``build_map(fn)``."""
+    ``on_error="raise"`` just ``build_map(fn)``.
+
+    >>> ds = Dataset.range(3).map(lambda x: 1 // (x - 1), on_error="replace", replacement=None)
+    >>> ds.to_list()
+    [-1, None, 1]
+    """
     one_of("on_error", on_error, MAP_POLICIES)
     if max_skips is not None:
         non_negative_int("max_skips", max_skips)
@@ -71,7 +76,12 @@ def tolerant_map(parent: Dataset, fn: Any, build_map: Any, *, on_error: str,
 
 class SkipErrorsDataset(Dataset):
     """Drops (or replaces) the :class:`~feedline._internal.on_error.Failure` items of its parent;
-    see the module docstring."""
+    see the module docstring.
+
+    >>> ds = Dataset.range(4).map(lambda x: 10 // (2 - x), on_error="skip")
+    >>> type(ds).__name__, ds.to_list()
+    ('SkipErrorsDataset', [5, 10, -10])
+    """
 
     def __init__(self, parent: Dataset, *, on_error: str, max_skips: int | None,
                  replacement: Any, name: str) -> None:

@@ -42,7 +42,12 @@ __all__ = [
 
 
 class SequenceDataset(RandomAccessDataset):
-    """Random access over an object with ``__len__`` and ``__getitem__``."""
+    """Random access over an object with ``__len__`` and ``__getitem__``.
+
+    >>> ds = from_iterable(("a", "b", "c"))
+    >>> type(ds).__name__, ds.name, len(ds), ds[-1]
+    ('SequenceDataset', 'tuple[3]', 3, 'c')
+    """
 
     def __init__(self, seq: Any, name: str = "sequence") -> None:
         super().__init__()
@@ -66,7 +71,12 @@ class SequenceDataset(RandomAccessDataset):
 
 class ArraysDataset(RandomAccessDataset):
     """Random access over several equal-length arrays: item ``i`` is the tuple of their
-    ``i``-th elements."""
+    ``i``-th elements.
+
+    >>> ds = Dataset.from_arrays(np.array([1, 2, 3]), np.array([10, 20, 30]))
+    >>> type(ds).__name__, len(ds), [tuple(int(v) for v in item) for item in ds]
+    ('ArraysDataset', 3, [(1, 10), (2, 20), (3, 30)])
+    """
 
     def __init__(self, arrays: tuple) -> None:
         super().__init__()
@@ -129,7 +139,15 @@ def range_dataset(*args: int) -> RandomAccessDataset:
 
 
 def from_random_access(source: Any) -> RandomAccessDataset:
-    """Any object with ``__len__`` and ``__getitem__(int)`` as a random-access dataset."""
+    """Any object with ``__len__`` and ``__getitem__(int)`` as a random-access dataset.
+
+    >>> class Squares:
+    ...     def __len__(self): return 4
+    ...     def __getitem__(self, i): return i * i
+    >>> ds = from_random_access(Squares())
+    >>> ds.name, ds.to_list(), ds.global_shuffle(seed=1).to_list() != []
+    ('Squares[4]', [0, 1, 4, 9], True)
+    """
     if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
         raise TypeError(
             f"from_random_access needs __len__ and __getitem__, got {type(source).__name__}"
@@ -147,6 +165,16 @@ def from_iterable(iterable: Iterable, *, deterministic: bool | None = None) -> D
       iteration raises :class:`StateError` instead of silently yielding nothing;
     * any other iterable is iterated afresh each time; it resumes by replay only when
       ``deterministic=True`` (it yields the same items in the same order every time).
+
+    >>> type(from_iterable([1, 2])).__name__                # a sequence: random access
+    'SequenceDataset'
+    >>> once = from_iterable(x * 2 for x in range(3))       # a generator: one iteration only
+    >>> once.to_list()
+    [0, 2, 4]
+    >>> once.to_list()
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.StateError: ...
     """
     if isinstance(iterable, (str, bytes)):
         raise TypeError("from_iterable: a str/bytes is not a dataset of items; wrap it in a list")
@@ -169,6 +197,11 @@ def from_reader(reader: Callable[[], Iterable], *, deterministic: bool = False) 
     Each iteration calls ``reader()`` once. With ``deterministic=True`` the iterator
     resumes by calling ``reader()`` again and skipping the items already produced;
     without it, ``get_state`` raises :class:`StateNotSupportedError`.
+
+    >>> ds = from_reader(lambda: iter("xyz"), deterministic=True)
+    >>> it = ds.iterator(); _ = next(it)
+    >>> list(ds.iterator(it.get_state()))                   # resumes by replaying the reader
+    ['y', 'z']
     """
     callable_arg("reader", reader)
     if isinstance(reader, Dataset):
@@ -179,7 +212,17 @@ def from_reader(reader: Callable[[], Iterable], *, deterministic: bool = False) 
 def from_source(factory: Callable[[], DatasetIterator], *, name: str = "source") -> Dataset:
     """A dataset whose iterators are made by ``factory()`` — an object implementing the
     :class:`DatasetIterator` protocol (``get_state``/``set_state``/``close``), such as the
-    record-file readers of :mod:`feedline.tfrecord` and :mod:`feedline.recordio`."""
+    record-file readers of :mod:`feedline.tfrecord` and :mod:`feedline.recordio`.
+
+    >>> import os, tempfile
+    >>> from feedline import tfrecord
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
+    >>> _ = tfrecord.write(path, [b"r0", b"r1", b"r2"])
+    >>> ds = from_source(lambda: tfrecord.TFRecordReader(path), name="records")
+    >>> it = ds.iterator(); _ = next(it)
+    >>> ds.name, list(ds.iterator(it.get_state()))
+    ('records', [b'r1', b'r2'])
+    """
     return SourceDataset(callable_arg("factory", factory), name=name)
 
 
@@ -188,7 +231,12 @@ def _callable_name(fn: Callable) -> str:
 
 
 class ReaderDataset(Dataset):
-    """Stream source calling a reader once per iteration."""
+    """Stream source calling a reader once per iteration.
+
+    >>> ds = Dataset.from_reader(lambda: iter([3, 1, 2]))
+    >>> type(ds).__name__, ds.to_list()
+    ('ReaderDataset', [3, 1, 2])
+    """
 
     def __init__(self, reader: Callable[[], Iterable], *, deterministic: bool, name: str) -> None:
         super().__init__()
@@ -310,7 +358,22 @@ class _OneShotIterator(DatasetIterator):
 
 
 class SourceDataset(Dataset):
-    """Stream source built from a factory of :class:`DatasetIterator` objects."""
+    """Stream source built from a factory of :class:`DatasetIterator` objects.
+
+    >>> from feedline.dataset.iterator import DatasetIterator
+    >>> class Count(DatasetIterator):                   # a minimal resumable source
+    ...     def __init__(self): self.i = 0
+    ...     def __next__(self):
+    ...         if self.i == 3: raise StopIteration
+    ...         self.i += 1
+    ...         return self.i
+    ...     def get_state(self): return {"i": self.i}
+    ...     def set_state(self, state): self.i = state["i"]
+    >>> ds = Dataset.from_source(Count)
+    >>> it = ds.iterator(); _ = next(it)
+    >>> type(ds).__name__, ds.to_list(), list(ds.iterator(it.get_state()))
+    ('SourceDataset', [1, 2, 3], [2, 3])
+    """
 
     def __init__(self, factory: Callable[[], DatasetIterator], *, name: str) -> None:
         super().__init__()

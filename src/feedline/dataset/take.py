@@ -83,14 +83,24 @@ class _SkipIterator(_CountIterator):
 
 
 class TakeDataset(_CountDataset):
-    """The first ``n`` items of the parent; state ``{"taken", "parent"}``."""
+    """The first ``n`` items of the parent; state ``{"taken", "parent"}``.
+
+    >>> ds = Dataset.range(5).take(2)
+    >>> type(ds).__name__, ds.to_list()
+    ('TakeDataset', [0, 1])
+    """
 
     _kind = "take"
     _iterator_cls = _TakeIterator
 
 
 class SkipDataset(_CountDataset):
-    """The parent's items after the first ``n``; state ``{"skipped", "parent"}``."""
+    """The parent's items after the first ``n``; state ``{"skipped", "parent"}``.
+
+    >>> ds = Dataset.range(5).skip(3)
+    >>> type(ds).__name__, ds.to_list()
+    ('SkipDataset', [3, 4])
+    """
 
     _kind = "skip"
     _iterator_cls = _SkipIterator

@@ -61,7 +61,12 @@ def _timed(started: dict, p: int, call: Callable, *args: Any) -> Any:
 
 
 class ThreadMapDataset(Dataset):
-    """``fn`` over the parent's items in a pool of threads; see the module docstring."""
+    """``fn`` over the parent's items in a pool of threads; see the module docstring.
+
+    >>> ds = Dataset.range(4).map(abs, workers=2, backend="thread")
+    >>> type(ds).__name__, ds.to_list()
+    ('ThreadMapDataset', [0, 1, 2, 3])
+    """
 
     def __init__(self, parent: Dataset, fn: Callable, *, workers: int | str, ordered: bool,
                  buffer_size: int | None, name: str, timeout: float | None = None) -> None:

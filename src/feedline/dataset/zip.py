@@ -22,7 +22,12 @@ __all__ = ["ZipDataset"]
 
 
 class ZipDataset(Dataset):
-    """``(a[i], b[i], ...)`` for each position present in every dataset."""
+    """``(a[i], b[i], ...)`` for each position present in every dataset.
+
+    >>> ds = Dataset.range(3).zip(Dataset.from_iterable(["a", "b"]))
+    >>> type(ds).__name__, ds.to_list()
+    ('ZipDataset', [(0, 'a'), (1, 'b')])
+    """
 
     def __init__(self, datasets: tuple[Dataset, ...], *, strict: bool = False) -> None:
         super().__init__()

@@ -228,7 +228,14 @@ def iter_records(
     path: str | os.PathLike, *, use_quote_delim: bool = True, compression: str | None = "auto"
 ):
     """Yield the raw records of a CSV file as ``bytes`` (line endings removed; lines
-    joined where a quoted field holds a newline), ready for :func:`decode_csv`."""
+    joined where a quoted field holds a newline), ready for :func:`decode_csv`.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.csv")
+    >>> with open(path, "w") as f: f.writelines(['x,y', chr(10), '1,"a', chr(10), 'b"', chr(10), '2,c', chr(10)])
+    >>> [r.decode().replace(chr(10), "|") for r in iter_records(path)]   # a quoted newline joins lines
+    ['x,y', '1,"a|b"', '2,c']
+    """
     reader = TextLineReader(path, compression=compression)
     with reader:
         for record, _, _ in _join_quoted(reader, bool(use_quote_delim), os.fspath(path)):
@@ -366,7 +373,13 @@ def decode_csv(
     select_cols: Sequence[int] | None = None,
 ) -> list[np.ndarray]:
     """Decode CSV ``records`` (``str`` or ``bytes``, one record each, no line ending) into
-    one numpy array per column, as ``tf.io.decode_csv``; see the module docstring."""
+    one numpy array per column, as ``tf.io.decode_csv``; see the module docstring.
+
+    >>> decode_csv([b"1,a,0.5", b",b,"], [[0], [""], [1.5]])    # empty fields take the defaults
+    [array([1, 0], dtype=int32), array([b'a', b'b'], dtype=object), array([0.5, 1.5], dtype=float32)]
+    >>> decode_csv(["7;x;9"], [[0], [0]], field_delim=";", select_cols=[0, 2])
+    [array([7], dtype=int32), array([9], dtype=int32)]
+    """
     cols = _columns(record_defaults)
     delim, na, select = _options(field_delim, na_value, select_cols, len(cols))
     if isinstance(records, (str, bytes)):
@@ -378,7 +391,21 @@ def decode_csv(
 
 
 class CSVReader(DatasetIterator[Any]):
-    """Typed records from one CSV file (see :func:`read_csv`)."""
+    """Typed records from one CSV file (see :func:`read_csv`).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.csv")
+    >>> with open(path, "w") as f: f.writelines(line + chr(10) for line in ["n,s", "1,a", "2,b", "3,c"])
+    >>> r = CSVReader(path, [[0], [""]], header=True)
+    >>> next(r)
+    (1, b'a')
+    >>> state = r.get_state(); r.close()
+    >>> r2 = CSVReader(path, [[0], [""]], header=True); r2.set_state(state)
+    >>> list(r2)
+    [(2, b'b'), (3, b'c')]
+    >>> list(CSVReader(path, [[0], [""]], header=True, batch_size=2))
+    [[array([1, 2], dtype=int32), array([b'a', b'b'], dtype=object)], [array([3], dtype=int32), array([b'c'], dtype=object)]]
+    """
 
     def __init__(
         self,

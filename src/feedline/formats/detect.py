@@ -118,6 +118,17 @@ def detect_format(path: str | os.PathLike, *,
     ``.idx``: ``key<TAB>offset`` lines), ``"idx"`` (MNIST), ``"tar"``, ``"csv"``, ``"text"``,
     ``"cifar10"``, ``"empty"``, ``"unknown"``; ``compression`` is ``None``,
     ``"GZIP"`` or ``"ZLIB"`` (for TFRecord, IDX, CSV and text).
+
+    >>> import os, tempfile
+    >>> from feedline import recordio
+    >>> from feedline.tfrecord import write
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write(os.path.join(d, "a.tfrecord"), [b"x"], compression="ZLIB")
+    >>> with recordio.RecordIOWriter(os.path.join(d, "b.rec")) as w: _ = w.write(b"y")
+    >>> with open(os.path.join(d, "c.txt"), "w") as f: _ = f.write("hello" + chr(10))
+    >>> open(os.path.join(d, "e.bin"), "w").close()
+    >>> [detect_format(os.path.join(d, n)) for n in ("a.tfrecord", "b.rec", "c.txt", "e.bin")]
+    [('tfrecord', 'ZLIB'), ('recordio', None), ('text', None), ('empty', None)]
     """
     path = os.fspath(path)
     head, size = _head(path, storage_options)

@@ -127,6 +127,13 @@ class FixedLengthRecords:
 
     Indexing needs local files (positional reads; a URL raises ``ValueError`` there);
     ``len()`` and iterating also work on fsspec URLs read with ``storage_options``.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "f.bin")
+    >>> with open(path, "wb") as f: _ = f.write(b"HDR" + b"aabbcc" + b"F")
+    >>> records = FixedLengthRecords(path, 2, header_bytes=3, footer_bytes=1)
+    >>> len(records), records[1], records[-1], list(records)
+    (3, b'bb', b'cc', [b'aa', b'bb', b'cc'])
     """
 
     paths: list[str]
@@ -218,6 +225,20 @@ class FixedLengthIterator(DatasetIterator[bytes]):
     Paths may be fsspec URLs (``s3://``, ``gs://``, ``memory://``, ``file://``) read
     with ``storage_options`` (construction arguments, not state); each file is opened
     when the iterator reaches it.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> paths = [os.path.join(d, n) for n in ("a.bin", "b.bin")]
+    >>> for p, data in zip(paths, (b"0011", b"22")):
+    ...     with open(p, "wb") as f: _ = f.write(data)
+    >>> it = FixedLengthIterator(paths, 2)
+    >>> next(it), next(it)
+    (b'00', b'11')
+    >>> state = it.get_state()
+    >>> {k: state[k] for k in ("file", "offset", "index")}
+    {'file': 0, 'offset': 4, 'index': 2}
+    >>> it2 = FixedLengthIterator(paths, 2); it2.set_state(state); list(it2)
+    [b'22']
     """
 
     paths: list[str]
@@ -353,7 +374,18 @@ def read_fixed(
 ) -> FixedLengthIterator:
     """Iterate over the ``record_bytes``-long records of one file or a list of files
     (``FixedLengthRecordDataset`` semantics; see the module docstring). Paths may be
-    fsspec URLs read with ``storage_options``."""
+    fsspec URLs read with ``storage_options``.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "f.bin")
+    >>> with open(path, "wb") as f: _ = f.write(bytes(range(6)))
+    >>> [list(r) for r in read_fixed(path, 3)]
+    [[0, 1, 2], [3, 4, 5]]
+    >>> list(read_fixed(path, 4))
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.CorruptRecordError: ...
+    """
     return FixedLengthIterator(
         paths,
         record_bytes,
@@ -401,7 +433,17 @@ def read_cifar100(
     paths: Any, *, on_error: str = "raise", storage_options: dict | None = None
 ) -> DatasetIterator:
     """Yield ``((coarse_label, fine_label), image)`` from CIFAR-100 binary files
-    (``train.bin``, ``test.bin``); ``image`` is ``32x32x3`` (HWC, RGB) uint8."""
+    (``train.bin``, ``test.bin``); ``image`` is ``32x32x3`` (HWC, RGB) uint8.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "test.bin")
+    >>> record = bytes([3, 42]) + bytes([1]) * 1024 + bytes([2]) * 1024 + bytes([3]) * 1024
+    >>> with open(path, "wb") as f: _ = f.write(record)
+    >>> (coarse, fine), image = next(iter(read_cifar100(path)))
+    >>> (coarse, fine), image.shape, image.dtype, image[0, 1].tolist()   # R, G, B planes
+    ((3, 42), (32, 32, 3), dtype('uint8'), [1, 2, 3])
+    """
     records = read_fixed(
         paths, 2 + CIFAR_IMAGE_BYTES, on_error=on_error, storage_options=storage_options
     )

@@ -145,7 +145,15 @@ def read_idx(path: str | os.PathLike, *, storage_options: dict | None = None) ->
     """Read the IDX file at ``path`` (gzipped or not) into a native-endian array.
 
     ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``)
-    read with ``storage_options``."""
+    read with ``storage_options``.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "labels.idx1-ubyte.gz")
+    >>> write_idx(path, np.array([7, 2, 1], dtype=np.uint8))
+    >>> read_idx(path)
+    array([7, 2, 1], dtype=uint8)
+    """
     path = os.fspath(path)
     with open_file(path, "rb", storage_options=storage_options) as f:
         return _decode_any(f, path)
@@ -154,7 +162,12 @@ def read_idx(path: str | os.PathLike, *, storage_options: dict | None = None) ->
 def encode_idx(array: Any) -> bytes:
     """The IDX bytes (uncompressed) for ``array``, which must be uint8, int8, int16,
     int32, float32 or float64 (any byte order), with at most 255 dimensions each below
-    2**32."""
+    2**32.
+
+    >>> import numpy as np
+    >>> encode_idx(np.array([[1, 2], [3, 4]], dtype=np.uint8))   # magic, 2 dims, data
+    b'\\x00\\x00\\x08\\x02\\x00\\x00\\x00\\x02\\x00\\x00\\x00\\x02\\x01\\x02\\x03\\x04'
+    """
     arr = np.asarray(array)
     code = _CODES.get((arr.dtype.kind, arr.dtype.itemsize))
     if code is None:
@@ -175,7 +188,19 @@ def write_idx(
 ) -> None:
     """Write ``array`` as an IDX file; gzipped when ``compress`` is true, or when it is
     ``None`` (default) and ``path`` ends with ``.gz``. The gzip stream is written with
-    mtime 0, so equal arrays give equal files."""
+    mtime 0, so equal arrays give equal files.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> d = tempfile.mkdtemp()
+    >>> images = np.arange(12, dtype=">i4").reshape(3, 2, 2)
+    >>> write_idx(os.path.join(d, "a.idx3-ubyte.gz"), images)
+    >>> write_idx(os.path.join(d, "b.idx3-ubyte.gz"), images)
+    >>> open(os.path.join(d, "a.idx3-ubyte.gz"), "rb").read() == open(os.path.join(d, "b.idx3-ubyte.gz"), "rb").read()
+    True
+    >>> bool((read_idx(os.path.join(d, "a.idx3-ubyte.gz")) == images).all())
+    True
+    """
     path = os.fspath(path)
     data = encode_idx(array)
     if compress is None:

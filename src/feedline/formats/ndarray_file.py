@@ -52,7 +52,15 @@ _FLAGS = {dtype: flag for flag, dtype in _DTYPES.items()}
 
 def save(path: str | os.PathLike, data: Mapping[str, Any] | Sequence[Any]) -> None:
     """Write ``data`` (a dict name -> array, or a list of arrays) to ``path`` as
-    ``mx.nd.save`` does, atomically (a temporary file renamed into place)."""
+    ``mx.nd.save`` does, atomically (a temporary file renamed into place).
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "params.nd")
+    >>> save(path, {"w": np.ones((2, 2), dtype=np.float32), "b": np.zeros(2, dtype=np.float32)})
+    >>> sorted(load(path).items(), key=lambda kv: kv[0])[0]
+    ('b', array([0., 0.], dtype=float32))
+    """
     replace_file(path, dumps(data))
 
 
@@ -92,14 +100,30 @@ def dumps(data: Mapping[str, Any] | Sequence[Any]) -> bytes:
 
 def load(path: str | os.PathLike) -> dict[str, np.ndarray | None] | list[np.ndarray | None]:
     """Read an NDArray list file: a dict name -> array when the file names its arrays
-    (as ``mx.nd.save(path, dict)`` writes), else a list."""
+    (as ``mx.nd.save(path, dict)`` writes), else a list.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "list.nd")
+    >>> save(path, [np.arange(3, dtype=np.int32)])
+    >>> load(path)
+    [array([0, 1, 2], dtype=int32)]
+    """
     path = os.fspath(path)
     with open(path, "rb") as f:
         return loads(f.read(), path=path)
 
 
 def loads(blob: bytes, *, path: str | None = None) -> dict[str, Any] | list[Any]:
-    """Parse the bytes of an NDArray list file (``path`` names it in errors)."""
+    """Parse the bytes of an NDArray list file (``path`` names it in errors).
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.nd")
+    >>> save(path, {"x": np.float64(2.5) * np.ones(1)})
+    >>> loads(open(path, "rb").read())
+    {'x': array([2.5])}
+    """
     reader = _Reader(memoryview(blob), path)
     magic, _reserved = reader.unpack("<QQ", "the file header")
     if magic != _LIST_MAGIC:

@@ -237,6 +237,19 @@ class ShardedWriter:
     else the next shard round robin. ``close()`` commits (renames); ``abort()`` deletes
     the temporary files; as a context manager it commits on success and aborts on an
     exception. ``paths`` are the final names, ``counts`` the records per shard.
+
+    >>> import os, tempfile
+    >>> from feedline.tfrecord import read
+    >>> d = tempfile.mkdtemp()
+    >>> with ShardedWriter(os.path.join(d, "train"), 2, suffix=".tfrecord") as w:
+    ...     rounds = [w.write(b"r%d" % i) for i in range(3)]
+    ...     keyed = w.write(b"k", key=5), w.write(b"s", shard=0)
+    >>> rounds, keyed, w.counts
+    ([0, 1, 0], (1, 0), [3, 2])
+    >>> [os.path.basename(p) for p in w.paths]
+    ['train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord']
+    >>> list(read(w.paths[0])), list(read(w.paths[1]))
+    ([b'r0', b'r2', b's'], [b'r1', b'k'])
     """
 
     def __init__(

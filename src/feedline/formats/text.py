@@ -105,6 +105,19 @@ class TextLineReader(DatasetIterator[Any]):
     ``storage_options`` are passed to fsspec (construction arguments, not state). The
     file is opened on first use (a read, ``set_state``, or asking for ``compression``
     when it is ``"auto"``).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.txt.gz")
+    >>> write_lines(path, ["alpha", "beta", "gamma"], compression="GZIP")
+    3
+    >>> r = TextLineReader(path, encoding="utf-8")
+    >>> next(r), r.line_number, r.compression
+    ('alpha', 1, 'GZIP')
+    >>> state = r.get_state(); r.close()
+    >>> r2 = TextLineReader(path, encoding="utf-8"); r2.set_state(state)
+    >>> r2.next_batch(5)
+    ['beta', 'gamma']
+    >>> r2.close()
     """
 
     def __init__(
@@ -348,7 +361,19 @@ def write_lines(
 ) -> int:
     """Write ``lines`` (``str`` encoded with ``encoding``, or ``bytes``), each followed by
     ``\\n``; return how many. A line holding a newline is rejected (it would read back as
-    two lines)."""
+    two lines).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "t.txt")
+    >>> write_lines(path, ["a", b"b"])
+    2
+    >>> list(open(path))
+    ['a\\n', 'b\\n']
+    >>> write_lines(path, ["two" + chr(10) + "lines"])
+    Traceback (most recent call last):
+    ...
+    ValueError: line 1 holds a newline: ...
+    """
     comp = _compression.normalize(compression, allow_auto=False)
     count = 0
     out = _compression.open_writer(path, comp)

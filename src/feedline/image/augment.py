@@ -162,6 +162,16 @@ class Augmenter:
     ``random`` tells :class:`Compose` whether the augmenter draws from ``rng``. Subclasses
     keep their configuration in plain attributes so that they pickle into worker
     processes and print with a readable ``repr``.
+
+    >>> import numpy as np
+    >>> class Invert(Augmenter):
+    ...     _fields = ("maximum",)
+    ...     def __init__(self, maximum=255): self.maximum = maximum
+    ...     def __call__(self, img, rng=None): return (self.maximum - img).astype(img.dtype)
+    >>> Invert(), Invert() == Invert(255)
+    (Invert(maximum=255), True)
+    >>> Compose([Invert(), ToCHW()])(np.zeros((2, 2, 3), np.uint8), seed=0, epoch=0, index=0)[0, 0].tolist()
+    [255, 255]
     """
 
     random = False

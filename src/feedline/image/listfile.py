@@ -45,7 +45,12 @@ IMAGE_EXTENSIONS = (".jpeg", ".jpg", ".png")
 
 class ListItem(NamedTuple):
     """One line of a ``.lst`` file: ``index``, ``labels`` (a tuple of floats, at least
-    one) and ``path`` (relative to the image root, ``/``-separated)."""
+    one) and ``path`` (relative to the image root, ``/``-separated).
+
+    >>> item = ListItem(3, (1.0, 0.5), "dog/x.jpg")
+    >>> item.index, item.labels, item.path
+    (3, (1.0, 0.5), 'dog/x.jpg')
+    """
 
     index: int  # type: ignore[assignment]  # the public field name shadows tuple.index
     labels: tuple[float, ...]
@@ -58,6 +63,17 @@ def read_list(path: str | os.PathLike) -> list[ListItem]:
 
     Fields may be separated by tabs (MXNet's format); surrounding whitespace of each
     field is removed, as ``im2rec`` does.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.lst")
+    >>> with open(path, "w") as f: f.writelines(["0\\t1.000000\\tcat/1.jpg", chr(10), chr(10), "1\\t0\\t2\\tdog/2.jpg", chr(10)])
+    >>> read_list(path)
+    [ListItem(index=0, labels=(1.0,), path='cat/1.jpg'), ListItem(index=1, labels=(0.0, 2.0), path='dog/2.jpg')]
+    >>> with open(path, "w") as f: _ = f.write("oops" + chr(10))
+    >>> read_list(path)
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.DataError: ...
     """
     path = os.fspath(path)
     items = []
@@ -97,6 +113,12 @@ def write_list(path: str | os.PathLike, items: Iterable[ListItem | Sequence]) ->
     """Write ``items`` (``ListItem`` or ``(index, labels, path)``; ``labels`` a number or
     a sequence of numbers) as a ``.lst`` file, atomically (a temporary file renamed into
     place), labels formatted ``%f`` as im2rec writes them.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.lst")
+    >>> write_list(path, [(0, 1, "cat/1.jpg"), ListItem(1, (0.0, 2.5), "dog/2.jpg")])
+    >>> [line.split("\\t") for line in open(path).read().splitlines()]
+    [['0', '1.000000', 'cat/1.jpg'], ['1', '0.000000', '2.500000', 'dog/2.jpg']]
     """
     path = os.fspath(path)
     lines = []
@@ -128,6 +150,15 @@ def list_folder(
 
     Raises ``ValueError`` if ``root`` has no class subfolder, or image files directly in
     it (they would have no class), and ``FileNotFoundError`` if it does not exist.
+
+    >>> import os, tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> for p in ("cat/b.jpg", "cat/a.JPG", "dog/deep/c.png", "dog/readme.txt"):
+    ...     os.makedirs(os.path.dirname(os.path.join(root, p)), exist_ok=True)
+    ...     open(os.path.join(root, p), "w").close()
+    >>> items, classes = list_folder(root)
+    >>> classes, [(i.index, i.labels, i.path) for i in items]
+    (['cat', 'dog'], [(0, (0.0,), 'cat/a.JPG'), (1, (0.0,), 'cat/b.jpg'), (2, (1.0,), 'dog/deep/c.png')])
     """
     root = os.fspath(root)
     if not os.path.isdir(root):
@@ -209,7 +240,17 @@ def list_images(
 class MadeLists(NamedTuple):
     """What :func:`make_lists` wrote: ``files`` (the ``.lst`` paths, in writing order),
     ``counts`` (lines in each), ``categories`` (``(folder, label)``, see
-    :func:`list_images`)."""
+    :func:`list_images`).
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> for k in range(4):
+    ...     os.makedirs(os.path.join(d, f"c{k % 2}"), exist_ok=True)
+    ...     open(os.path.join(d, f"c{k % 2}", f"{k}.jpg"), "w").close()
+    >>> made = make_lists(d, os.path.join(d, "all"), recursive=True, shuffle=False)
+    >>> type(made).__name__, [os.path.basename(f) for f in made.files], made.counts, made.categories
+    ('MadeLists', ['all.lst'], [4], [('c0', 0), ('c1', 1)])
+    """
 
     files: list[str]
     counts: list[int]

@@ -88,6 +88,19 @@ class PackResult:
     ``.lst`` written for a folder source (``None`` for a list source); ``count``: records
     written; ``counts``: records per shard; ``skipped``: list entries left out under
     ``on_error="skip"``; ``classes``: class names by label for a folder source.
+
+    >>> import os, tempfile
+    >>> from PIL import Image
+    >>> root = tempfile.mkdtemp()
+    >>> for k, cls in enumerate(("cat", "dog")):
+    ...     os.makedirs(os.path.join(root, "photos", cls))
+    ...     Image.new("RGB", (8, 8), (50 * k, 0, 0)).save(os.path.join(root, "photos", cls, "0.png"))
+    >>> result = pack_images(os.path.join(root, "photos"), os.path.join(root, "train"), encoding=".png",
+    ...                      format="tfrecord")
+    >>> type(result).__name__, result.count, result.counts, result.classes, result.skipped
+    ('PackResult', 2, [2], ['cat', 'dog'], [])
+    >>> [os.path.basename(p) for p in result.files], result.index_files, os.path.basename(result.list_file)
+    (['train.tfrecord'], [], 'train.lst')
     """
 
     files: list[str]
@@ -313,6 +326,22 @@ def pack_images(
         allow_outside_root: read images whose path leaves the image root (an absolute
             path, ``..``, a symbolic link pointing elsewhere); by default such an image is
             refused with ``PermissionError`` (skipped under ``on_error="skip"``).
+
+    >>> import os, tempfile
+    >>> from PIL import Image
+    >>> from feedline import recordio
+    >>> from feedline.image.listfile import write_list
+    >>> root = tempfile.mkdtemp()
+    >>> for j in range(3):
+    ...     Image.new("RGB", (12, 6), (10 * j, 0, 0)).save(os.path.join(root, f"{j}.png"))
+    >>> write_list(os.path.join(root, "in.lst"), [(j, j % 2, f"{j}.png") for j in range(3)])
+    >>> result = pack_images(os.path.join(root, "in.lst"), os.path.join(root, "out"), num_shards=2,
+    ...                      resize=3, encoding=".png")
+    >>> result.count, result.counts, [os.path.basename(p) for p in result.files]
+    (3, [2, 1], ['out-00000-of-00002.rec', 'out-00001-of-00002.rec'])
+    >>> header, img = recordio.unpack_img(next(iter(recordio.read(result.files[1]))))
+    >>> header.label, header.id, img.shape          # shorter side resized to 3
+    (1.0, 1, (3, 6, 3))
     """
     format = one_of("format", format, FORMATS)
     positive_int("num_shards", num_shards)

@@ -552,6 +552,23 @@ class ImageRecordIter(DataIter, Closeable):
     ``for`` loop after the end (or ``reset()``) starts the next epoch. ``it.pad`` is the
     pad of the batch last returned. ``num_records`` is the size of this part; ``len(it)``
     the number of batches per epoch. Close it (or use ``with``) to stop the workers.
+
+    >>> import os, tempfile
+    >>> from PIL import Image
+    >>> from feedline.image.pack import pack_images
+    >>> root = tempfile.mkdtemp()
+    >>> for k, cls in enumerate(("cat", "dog")):
+    ...     os.makedirs(os.path.join(root, "photos", cls))
+    ...     for j in range(2):
+    ...         Image.new("RGB", (8, 8), (50 * k + j,) * 3).save(os.path.join(root, "photos", cls, f"{j}.png"))
+    >>> packed = pack_images(os.path.join(root, "photos"), os.path.join(root, "train"), encoding=".png")
+    >>> with ImageRecordIter(path_imgrec=packed.files[0], data_shape=(3, 8, 8), batch_size=3) as it:
+    ...     print(it.num_records, len(it))
+    ...     for batch in it:
+    ...         print(batch.data[0].shape, batch.data[0].dtype, batch.label[0].tolist(), batch.pad, batch.index.tolist())
+    4 2
+    (3, 3, 8, 8) float32 [0.0, 0.0, 1.0] 0 [0, 1, 2]
+    (3, 3, 8, 8) float32 [1.0, 0.0, 0.0] 2 [3, 0, 1]
     """
 
     batch_size: int  # always set (DataIter's is optional)

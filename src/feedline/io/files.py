@@ -37,7 +37,18 @@ def files(
     num_epochs: int | None = 1,
     storage_options: dict | None = None,
 ) -> Dataset[str]:
-    """A dataset of the paths matching ``patterns``; see the module docstring."""
+    """A dataset of the paths matching ``patterns``; see the module docstring.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ("x2.txt", "x1.txt"): open(os.path.join(d, name), "w").close()
+    >>> [os.path.basename(p) for p in files(os.path.join(d, "x*.txt"), num_epochs=2)]
+    ['x1.txt', 'x2.txt', 'x1.txt', 'x2.txt']
+    >>> files(os.path.join(d, "nothing*"))
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: ...nothing*...
+    """
     optional_positive_int("num_epochs", num_epochs)
     paths = expand(patterns, storage_options=storage_options)
     ds: Dataset[str] = SequenceDataset(paths, name="files")

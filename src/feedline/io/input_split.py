@@ -195,6 +195,15 @@ class InputSplit:
 
     RecordIO files must have sizes that are multiples of 4 (MXNet refuses others too).
     ``storage_options`` go to fsspec for URLs (see the module docstring).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
+    >>> with open(path, "w") as f: f.writelines(f"line{i}" + chr(10) for i in range(6))
+    >>> parts = [InputSplit(path, r, 2, format="text") for r in range(2)]
+    >>> [list(p) for p in parts]    # the cut at byte 18 moves past the next newline
+    [[b'line0', b'line1', b'line2', b'line3'], [b'line4', b'line5']]
+    >>> (parts[0].begin, parts[0].end, parts[1].begin, parts[1].end)
+    (0, 24, 24, 36)
     """
 
     def __init__(
@@ -289,7 +298,20 @@ def _text_lines(
 
 class InputSplitIterator(DatasetIterator[bytes]):
     """Iterator over one :class:`InputSplit` part; state is the global byte offset of the
-    next record, the number of records read, and (RecordIO) damaged stretches skipped."""
+    next record, the number of records read, and (RecordIO) damaged stretches skipped.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
+    >>> with open(path, "w") as f: f.writelines(w + chr(10) for w in ("ab", "cd", "ef"))
+    >>> it = iter(InputSplit(path, format="text"))
+    >>> type(it).__name__, next(it)
+    ('InputSplitIterator', b'ab')
+    >>> state = it.get_state()
+    >>> state["offset"]
+    3
+    >>> list(InputSplit(path, format="text").iterator(state))
+    [b'cd', b'ef']
+    """
 
     def __init__(self, split: InputSplit) -> None:
         self.split = split

@@ -91,6 +91,20 @@ class IndexedRecordFiles(RandomAccessDataset):
     file without an index is scanned once here (nothing written) and the offsets travel
     with the dataset into worker processes. ``starts[i]`` is the position of file ``i``'s
     first record; :meth:`locate` maps a position to ``(path, record number in the file)``.
+
+    >>> import os, tempfile
+    >>> from feedline import recordio
+    >>> d = tempfile.mkdtemp()
+    >>> paths = [os.path.join(d, f"{k}.rec") for k in "ab"]
+    >>> for k, path in enumerate(paths):
+    ...     with recordio.RecordIOWriter(path) as w:
+    ...         for i in range(2 + k): _ = w.write(b"%d-%d" % (k, i))
+    ...     _ = recordio.build_index(path)
+    >>> ds = indexed_records(paths)
+    >>> type(ds).__name__, len(ds), ds.starts, ds[3]
+    ('IndexedRecordFiles', 5, [0, 2], b'1-1')
+    >>> os.path.basename(ds.locate(3)[0]), ds.locate(3)[1]
+    ('b.rec', 1)
     """
 
     def __init__(self, paths: Sequence[str], formats: Sequence[str], *,
@@ -161,7 +175,18 @@ class IndexedRecordFiles(RandomAccessDataset):
 
 
 def indexed_records(paths: Sequence[str | os.PathLike], *, format: str = "auto") -> IndexedRecordFiles:
-    """One random-access dataset over the records of indexed files; see the module docstring."""
+    """One random-access dataset over the records of indexed files; see the module docstring.
+
+    >>> import os, tempfile
+    >>> from feedline import tfrecord
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
+    >>> with tfrecord.TFRecordWriter(path) as w:
+    ...     for i in range(3): w.write(b"t%d" % i)
+    >>> _ = tfrecord.build_index(path)
+    >>> ds = indexed_records([path])
+    >>> len(ds), ds[1], ds.to_list()
+    (3, b't1', [b't0', b't1', b't2'])
+    """
     one_of("format", format, ("auto", "recordio", "tfrecord"))
     names = [os.fspath(p) for p in paths]
     if not names:
@@ -175,7 +200,19 @@ def record_reader(path: str, *, format: str = "auto", on_error: str = "raise",
     """A resumable iterator (:class:`~feedline.dataset.iterator.DatasetIterator`) over the
     records of one file: payload ``bytes`` for TFRecord (any compression) and RecordIO,
     lines (``bytes``) for text and CSV, samples (dicts, see :mod:`feedline.webdataset`)
-    for a ``tar`` shard. ``format="auto"`` looks at the file's content."""
+    for a ``tar`` shard. ``format="auto"`` looks at the file's content.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
+    >>> with open(path, "w") as f: f.writelines(line + chr(10) for line in "abc")
+    >>> it = record_reader(path, format="text")
+    >>> next(it), next(it)
+    (b'a', b'b')
+    >>> again = record_reader(path, format="text")    # resume where ``it`` stands
+    >>> again.set_state(it.get_state())
+    >>> list(again)
+    [b'c']
+    """
     if format == "auto":
         from feedline.formats.detect import detect_format as sniff
 

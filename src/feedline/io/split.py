@@ -87,7 +87,13 @@ def split(
     format: str = "auto",
     storage_options: dict | None = None,
 ) -> Dataset[Any]:
-    """This rank's and worker's part of ``source``; see the module docstring."""
+    """This rank's and worker's part of ``source``; see the module docstring.
+
+    >>> [split(Dataset.range(5), rank, 2).to_list() for rank in range(2)]
+    [[0, 2, 4], [1, 3, 0]]
+    >>> [split(Dataset.range(5), rank, 2, policy="drop_remainder").to_list() for rank in range(2)]
+    [[0, 2], [1, 3]]
+    """
     rank, world_size = resolve_rank_world(rank, world_size)
     positive_int("num_workers", num_workers)
     non_negative_int("worker", worker)

@@ -62,7 +62,13 @@ __all__ = ["to_torch", "converter", "PaddedSequence", "PaddedSubSequence"]
 
 
 class PaddedSequence(NamedTuple):
-    """``data`` ``(batch, max_len, ...)`` padded after each end, ``lengths`` (CPU int64)."""
+    """``data`` ``(batch, max_len, ...)`` padded after each end, ``lengths`` (CPU int64).
+
+    >>> from feedline.feeder import SequenceValue
+    >>> padded = to_torch(SequenceValue(np.array([1, 2, 3, 4, 5]), np.array([0, 3, 5])))
+    >>> type(padded).__name__, padded.data.tolist(), padded.lengths.tolist()
+    ('PaddedSequence', [[1, 2, 3], [4, 5, 0]], [3, 2])
+    """
 
     data: Any
     lengths: Any
@@ -70,7 +76,14 @@ class PaddedSequence(NamedTuple):
 
 class PaddedSubSequence(NamedTuple):
     """``data`` ``(batch, max_subs, max_tokens, ...)``; ``lengths`` sub-sequences per
-    sample; ``sub_lengths`` ``(batch, max_subs)`` tokens per sub-sequence (0 = padding)."""
+    sample; ``sub_lengths`` ``(batch, max_subs)`` tokens per sub-sequence (0 = padding).
+
+    >>> from feedline.feeder import SequenceValue
+    >>> nested = SequenceValue(np.array([1, 2, 3, 4, 5]), np.array([0, 3, 5]), np.array([0, 1, 3, 5]))
+    >>> out = to_torch(nested)              # sample 0: [1], [2, 3]; sample 1: [4, 5]
+    >>> type(out).__name__, out.data.tolist(), out.lengths.tolist(), out.sub_lengths.tolist()
+    ('PaddedSubSequence', [[[1, 0], [2, 3]], [[4, 5], [0, 0]]], [2, 1], [[1, 2], [2, 0]])
+    """
 
     data: Any
     lengths: Any

@@ -77,7 +77,12 @@ _HEADROOM = 1.1
 
 
 def cpu_budget() -> int:
-    """CPUs this process may run on (``sched_getaffinity``; ``os.cpu_count()`` elsewhere)."""
+    """CPUs this process may run on (``sched_getaffinity``; ``os.cpu_count()`` elsewhere).
+
+    >>> import os
+    >>> 1 <= cpu_budget() <= (os.cpu_count() or 1)
+    True
+    """
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -86,7 +91,13 @@ def cpu_budget() -> int:
 
 def choose_workers(*, item_seconds: float, consumer_seconds: float, max_workers: int) -> int:
     """Smallest ``n`` in ``1..max_workers`` with ``n / item_seconds >= 1.1 / consumer_seconds``
-    (``max_workers`` when none is enough or the consumer takes no time)."""
+    (``max_workers`` when none is enough or the consumer takes no time).
+
+    >>> choose_workers(item_seconds=0.01, consumer_seconds=0.004, max_workers=8)  # 3 / 0.01 >= 1.1 / 0.004
+    3
+    >>> choose_workers(item_seconds=1.0, consumer_seconds=0.001, max_workers=4)   # never enough
+    4
+    """
     max_workers = max(1, int(max_workers))
     if item_seconds <= 0:
         return 1
@@ -105,7 +116,13 @@ def choose_chunk(
     target_seconds: float = CHUNK_SECONDS,
 ) -> int:
     """Items per chunk: ``target_seconds / item_seconds``, clamped to ``1..max_items`` and
-    to ``bytes_cap / item_bytes``; 1 before anything was measured."""
+    to ``bytes_cap / item_bytes``; 1 before anything was measured.
+
+    >>> choose_chunk(item_seconds=None, item_bytes=None, bytes_cap=1 << 20)   # nothing measured yet
+    1
+    >>> choose_chunk(item_seconds=1e-6, item_bytes=1000, bytes_cap=10_000)   # capped at 10 items by bytes
+    10
+    """
     if item_seconds is None:
         return 1
     n = max_items if item_seconds <= 0 else int(target_seconds / item_seconds)
@@ -130,6 +147,13 @@ def choose_prefetch_depth(
     item seen while the consumer keeps taking one per ``consume_seconds`` — at least 2,
     at most ``max_depth`` and at most ``memory_budget // item_bytes``. A producer slower
     on average than the consumer cannot be helped by depth; it gets 2.
+
+    >>> choose_prefetch_depth(produce_seconds=[0.002, 0.002, 0.002, 0.03], consume_seconds=0.01)
+    4
+    >>> choose_prefetch_depth(produce_seconds=[0.01, 0.05], consume_seconds=0.01)  # slower on average
+    2
+    >>> choose_prefetch_depth(produce_seconds=0.03, consume_seconds=0.05, item_bytes=200 << 20)  # memory cap
+    1
     """
     samples = [produce_seconds] if isinstance(produce_seconds, (int, float)) else list(produce_seconds)
     if not samples:

@@ -42,18 +42,37 @@ _MASK63 = (1 << 63) - 1
 
 def derive_seed(seed: int, *keys: int) -> int:
     """A 63-bit seed mixed from ``seed`` and ``keys`` with BLAKE2b (stable across runs,
-    platforms and Python versions, unlike ``hash``)."""
+    platforms and Python versions, unlike ``hash``).
+
+    >>> derive_seed(42, 1, 2) == derive_seed(42, 1, 2), derive_seed(42, 1, 2) != derive_seed(42, 2, 1)
+    (True, True)
+    >>> 0 <= derive_seed(0) < 2 ** 63
+    True
+    """
     text = ",".join(str(int(k)) for k in (seed, *keys)).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") & _MASK63
 
 
 def fresh_seed() -> int:
-    """A random 63-bit seed from the operating system (for ``seed=None``)."""
+    """A random 63-bit seed from the operating system (for ``seed=None``).
+
+    >>> s = fresh_seed()
+    >>> isinstance(s, int) and 0 <= s < 2 ** 63
+    True
+    """
     return secrets.randbits(63)
 
 
 def seed_all(seed: int) -> None:
-    """Seed :mod:`random`, numpy's global generator and, if imported, torch from ``seed``."""
+    """Seed :mod:`random`, numpy's global generator and, if imported, torch from ``seed``.
+
+    >>> import random
+    >>> import numpy as np
+    >>> seed_all(7); a = random.random(), np.random.rand()
+    >>> seed_all(7); b = random.random(), np.random.rand()
+    >>> a == b
+    True
+    """
     random.seed(seed)
     np: Any = sys.modules.get("numpy")
     if np is None:

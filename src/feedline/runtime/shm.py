@@ -89,7 +89,12 @@ _NOT_IN_BLOCK = (1 << 64) - 1
 
 
 def shm_free_bytes(path: str = SHM_DIR) -> int | None:
-    """Bytes available to this user in ``path`` (``statvfs``), or ``None`` if it is missing."""
+    """Bytes available to this user in ``path`` (``statvfs``), or ``None`` if it is missing.
+
+    >>> free = shm_free_bytes()
+    >>> free is None or free >= 0, shm_free_bytes("/no/such/dir")
+    (True, None)
+    """
     try:
         st = os.statvfs(path)
     except OSError:
@@ -131,6 +136,12 @@ class FdHandle:
     With ``fork`` the worker inherits the descriptor and this object as they are; when
     pickled for ``spawn``/``forkserver`` it goes through :mod:`multiprocessing`'s
     descriptor passing and is rebuilt around the worker's own copy.
+
+    >>> ring = Ring.create(1, 1 << 16)
+    >>> handle, size = ring.fd_handles()[0]
+    >>> isinstance(handle, FdHandle), handle.fd == ring.blocks[0].fd, size
+    (True, True, 65536)
+    >>> ring.close()
     """
 
     __slots__ = ("fd",)
@@ -237,7 +248,17 @@ class BufferRecycler:
 
 
 class Block:
-    """One growable shared-memory block: an unlinked ``/dev/shm`` file and its mapping."""
+    """One growable shared-memory block: an unlinked ``/dev/shm`` file and its mapping.
+
+    >>> block = Block.create(4096)                 # rounded up to the 64 KiB minimum
+    >>> block.size, len(block.view)
+    (65536, 65536)
+    >>> block.view[:3] = b"abc"
+    >>> block.grow(200_000)                        # grows in place, keeping the bytes
+    >>> block.size >= 200_000, bytes(block.view[:3])
+    (True, b'abc')
+    >>> block.close()
+    """
 
     __slots__ = ("fd", "size", "_mm", "_view")
 
@@ -309,7 +330,16 @@ def _round_up(n: int, k: int) -> int:
 
 
 class Ring:
-    """The blocks of one channel, used round robin: message ``k`` goes to block ``k % n``."""
+    """The blocks of one channel, used round robin: message ``k`` goes to block ``k % n``.
+
+    >>> ring = Ring.create(2, 1 << 16)
+    >>> len(ring.fd_handles()), ring.nbytes
+    (2, 131072)
+    >>> reader = Ring.from_fds(ring.fd_handles(), dup=True)     # the other end's view of the blocks
+    >>> ring.blocks[1].view[:2] = b"hi"; bytes(reader.blocks[1].view[:2])
+    b'hi'
+    >>> ring.close(); reader.close()
+    """
 
     def __init__(self, blocks: Sequence[Block]) -> None:
         self.blocks = list(blocks)
@@ -351,6 +381,15 @@ class Channel:
     blocks (``None``: everything is pickled through the pipe); ``recycler`` where ``recv``
     copies large buffers (``None``: fresh ``bytearray`` objects). See the module docstring
     for the reuse rule the caller must respect.
+
+    >>> from multiprocessing import Pipe
+    >>> r, w = Pipe(duplex=False)
+    >>> tx, rx = Channel(w, None), Channel(r, None)      # no ring: everything through the pipe
+    >>> tx.send({"ids": np.arange(3)}); rx.poll(1.0)
+    True
+    >>> rx.recv()["ids"].tolist()
+    [0, 1, 2]
+    >>> tx.close(); rx.close()
     """
 
     def __init__(self, conn: Any, ring: Ring | None, recycler: BufferRecycler | None = None) -> None:

@@ -84,7 +84,13 @@ __all__ = ["PipelineStats", "StatsReport", "StageStats"]
 
 @dataclass(frozen=True)
 class StageStats:
-    """The numbers of one stage; see the module docstring for each field."""
+    """The numbers of one stage; see the module docstring for each field.
+
+    >>> s = StageStats(position=1, name="map(decode)", items=10, total_s=4.0, self_s=3.0, wait_s=1.0,
+    ...                fill=None, items_per_s=2.5, workers=2, worker_s=6.0)
+    >>> s.cost_s                         # max(worker_s / workers, self_s - wait_s)
+    3.0
+    """
 
     position: int
     name: str
@@ -225,7 +231,18 @@ class _TimedIterator(DatasetIterator):
 
 class PipelineStats:
     """Collects per-stage timings; pass ``stats=True`` (or an instance) to
-    ``Dataset.iterator``. ``clock`` is the time source (seconds, monotonic)."""
+    ``Dataset.iterator``. ``clock`` is the time source (seconds, monotonic).
+
+    >>> import itertools
+    >>> ticks = itertools.count()
+    >>> stats = PipelineStats(clock=lambda: float(next(ticks)))     # a fake clock: one tick a call
+    >>> it = Dataset.range(4).map(lambda x: x * 2).iterator(stats=stats)
+    >>> list(it)
+    [0, 2, 4, 6]
+    >>> stage = stats.report().stages[0]
+    >>> stage.name, stage.items, stage.total_s
+    ('map(<lambda>)', 4, 5.0)
+    """
 
     def __init__(self, *, clock: Any = time.perf_counter) -> None:
         self._clock = clock
@@ -354,7 +371,16 @@ def _verdict(stages: list[StageStats], top: StageStats | None, wall: float,
 
 class StatsReport:
     """Per-stage statistics (:attr:`stages`), the wall time and the :attr:`bottleneck`
-    line. ``str(report)`` renders a table."""
+    line. ``str(report)`` renders a table.
+
+    >>> it = Dataset.range(3).batch(2).iterator(stats=True)
+    >>> _ = list(it)
+    >>> report = it.stats()
+    >>> type(report).__name__, [(s.name, s.items) for s in report.stages], sorted(report.to_dict())
+    ('StatsReport', [('range[3]', 3), ('batch(2)', 2)], ['bottleneck', 'stages', 'wall_s'])
+    >>> "batch(2)" in str(report)
+    True
+    """
 
     def __init__(self, stages: list[StageStats], wall_s: float, bottleneck: str) -> None:
         self.stages = stages

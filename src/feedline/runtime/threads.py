@@ -80,7 +80,26 @@ def _produce(source: DatasetIterator, q: queue.Queue, stop: threading.Event,
 
 
 class BackgroundIterator(DatasetIterator):
-    """Runs ``source`` in a background thread; see the module docstring."""
+    """Runs ``source`` in a background thread; see the module docstring.
+
+    >>> from feedline import Dataset
+    >>> it = BackgroundIterator(Dataset.range(5).iterator(), buffer_size=2, name="doc")
+    >>> next(it), next(it)
+    (0, 1)
+    >>> state = it.get_state(); it.close()                 # the thread stops with the iterator
+    >>> again = BackgroundIterator(Dataset.range(5).iterator(), buffer_size=2, name="doc")
+    >>> again.set_state(state); list(again)
+    [2, 3, 4]
+    >>> again.close()
+    >>> failing = Dataset.range(3).map(lambda x: {0: "a", 1: "b"}[x]).iterator()
+    >>> broken = BackgroundIterator(failing, buffer_size=2, name="doc")
+    >>> try:                                    # the thread's error reaches the consumer
+    ...     list(broken)
+    ... except KeyError as e:
+    ...     print(repr(e), "/", e.__notes__[-1])
+    KeyError(2) / raised in the background thread of stage 'doc'
+    >>> broken.close()
+    """
 
     def __init__(self, source: DatasetIterator, *, buffer_size: int, name: str,
                  track_state: bool = True, auto: bool = False) -> None:

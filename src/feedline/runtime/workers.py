@@ -136,7 +136,14 @@ MAX_TRACKED_WORKERS = (4096 - _SLOT_BASE) // _SLOT.size
 
 
 def default_start_method() -> str:
-    """``$FEEDLINE_START_METHOD`` if set, else ``"fork"`` where available, else ``"spawn"``."""
+    """``$FEEDLINE_START_METHOD`` if set, else ``"fork"`` where available, else ``"spawn"``.
+
+    >>> import os, multiprocessing
+    >>> expected = os.environ.get("FEEDLINE_START_METHOD") or (
+    ...     "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    >>> default_start_method() == expected
+    True
+    """
     env = os.environ.get("FEEDLINE_START_METHOD")
     if env:
         if env not in START_METHODS:
@@ -150,7 +157,15 @@ def default_start_method() -> str:
 def pack_exception(exc: BaseException, *, phase: str, worker: int) -> tuple:
     """What a worker sends back for an exception: the pickled exception when it survives
     a pickle round trip as its own type (else ``None``), its type name and message, the
-    formatted traceback, the phase (``"mapping"``/``"reading"``), the worker and its pid."""
+    formatted traceback, the phase (``"mapping"``/``"reading"``), the worker and its pid.
+
+    >>> try:
+    ...     int("x")
+    ... except ValueError as e:
+    ...     blob, name, message, tb, phase, worker, pid = pack_exception(e, phase="mapping", worker=1)
+    >>> name, message, phase, worker, "int(" in tb, blob is not None
+    ('builtins.ValueError', "invalid literal for int() with base 10: 'x'", 'mapping', 1, True, True)
+    """
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     blob: bytes | None
     try:
@@ -424,6 +439,16 @@ class WorkerPool:
     (shared memory; pipes with a :class:`RuntimeWarning` when ``/dev/shm`` is missing or
     has less free space than the initial ring needs). ``result_block`` is the initial size
     of each result block; blocks grow on demand.
+
+    >>> pool = WorkerPool(len, None, workers=1, stage="doc", transport="pipe")
+    >>> gen = pool.new_generation()
+    >>> pool.submit(0, gen, 0, [0, 1], ["ab", "cde"])
+    >>> pool.ready([0], timeout=10), pool.size, len(pool.pids)
+    ([0], 1, 1)
+    >>> positions, entries, _, _ = pool.collect(0)
+    >>> positions, [value for _, value in entries]
+    ([0, 1], [2, 3])
+    >>> pool.shutdown()
     """
 
     def __init__(

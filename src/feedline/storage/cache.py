@@ -65,6 +65,17 @@ class ShardCache:
     ``limit``: the most bytes the entries may hold together (``None``: no limit).
     ``hits`` and ``misses`` count this object's lookups that found an entry or had to
     download one; ``evicted`` counts the entries it deleted.
+
+    >>> import os, tempfile, fsspec
+    >>> fs = fsspec.filesystem("memory")
+    >>> fs.pipe("/shardcache-doc/a.bin", b"12345"); fs.pipe("/shardcache-doc/b.bin", b"67890")
+    >>> cache = ShardCache(tempfile.mkdtemp(), limit=8)
+    >>> a = cache.local("memory://shardcache-doc/a.bin")
+    >>> b = cache.local("memory://shardcache-doc/b.bin")   # 10 bytes > limit: a is evicted
+    >>> open(b, "rb").read(), os.path.exists(a), cache.misses, cache.evicted
+    (b'67890', False, 2, 1)
+    >>> cache.local("/local/file.rec")                      # local paths bypass the cache
+    '/local/file.rec'
     """
 
     def __init__(self, cache_dir: str | os.PathLike, *, limit: int | None = None,

@@ -96,6 +96,10 @@ def sniff(head: bytes) -> str | None:
 
     Formats whose own header could look like a zlib header (a TFRecord whose first
     length byte is ``0x78``) must be checked by the caller first.
+
+    >>> import gzip, zlib
+    >>> sniff(gzip.compress(b"x")), sniff(zlib.compress(b"x")), sniff(b"plain text")
+    ('GZIP', 'ZLIB', None)
     """
     if head[:3] == b"\x1f\x8b\x08":
         return "GZIP"
@@ -111,6 +115,16 @@ class DecompressReader(io.RawIOBase):
 
     ``position`` is the number of decompressed bytes returned so far. ``skip(n)`` moves
     forward by decompressing and dropping. ``close()`` closes the underlying file.
+
+    >>> import io, zlib
+    >>> r = DecompressReader(io.BytesIO(zlib.compress(b"0123456789")), "ZLIB")
+    >>> r.read(3), r.position
+    (b'012', 3)
+    >>> r.skip(4)
+    4
+    >>> r.read(), r.position
+    (b'789', 10)
+    >>> r.close()
     """
 
     def __init__(self, fileobj: IO[bytes], compression: str, *, path: str | None = None) -> None:
@@ -235,6 +249,17 @@ class CompressWriter(io.RawIOBase):
     GZIP output carries modification time 0, so equal input gives equal files.
     ``flush()`` emits a sync flush point (everything written so far can be decompressed);
     ``close()`` ends the stream and closes ``fileobj``.
+
+    >>> import io, gzip
+    >>> class Keep(io.BytesIO):
+    ...     def close(self): self.data = self.getvalue(); super().close()
+    >>> raw = Keep()
+    >>> w = CompressWriter(raw, "GZIP")
+    >>> _ = w.write(b"hello "); _ = w.write(b"world"); w.close()
+    >>> gzip.decompress(raw.data)
+    b'hello world'
+    >>> raw.data[4:8]                                   # mtime 0: reproducible bytes
+    b'\\x00\\x00\\x00\\x00'
     """
 
     def __init__(self, fileobj: BinaryIO, compression: str, *, level: int = -1) -> None:
@@ -286,6 +311,14 @@ def open_reader(
     ``None``, else a :class:`DecompressReader` over it. ``compression="auto"`` asks
     ``detect`` (which reads the start of the raw file) and rewinds before reading, so
     detecting costs no second open.
+
+    >>> import gzip, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.gz")
+    >>> with open(path, "wb") as f: _ = f.write(gzip.compress(b"payload"))
+    >>> stream, found = open_reader(path, "auto", detect=lambda f: sniff(f.read(4)))
+    >>> found, stream.read()
+    ('GZIP', b'payload')
+    >>> stream.close()
     """
     raw = open_file(path, "rb", storage_options=storage_options)
     try:
@@ -304,7 +337,13 @@ def open_reader(
 
 def stream_size(f: Any) -> int:
     """Size in bytes of the seekable binary file ``f`` (local or fsspec), leaving its
-    position where it was."""
+    position where it was.
+
+    >>> import io
+    >>> f = io.BytesIO(b"abcdef"); _ = f.seek(2)
+    >>> stream_size(f), f.tell()
+    (6, 2)
+    """
     here = f.tell()
     end = f.seek(0, io.SEEK_END)
     f.seek(here)
@@ -318,6 +357,13 @@ def compression_property(open_method: str) -> property:
     ``open_method`` opens the file and replaces ``"auto"`` there by what it found. The
     property returns ``None``, ``"GZIP"`` or ``"ZLIB"``, opening the file only when it
     must find out.
+
+    >>> class Reader:
+    ...     compression = compression_property("_open")
+    ...     def __init__(self): self._compression = "auto"
+    ...     def _open(self): self._compression = "GZIP"     # what a real reader would detect
+    >>> Reader().compression
+    'GZIP'
     """
 
     def compression(self: Any) -> str | None:
@@ -353,7 +399,17 @@ def local_path(path: str | os.PathLike, what: str, stream_reader: str) -> str:
 
 
 def open_writer(path: str | os.PathLike, compression: str | None) -> Any:
-    """Open ``path`` for writing through a 1 MiB buffer, compressing when asked."""
+    """Open ``path`` for writing through a 1 MiB buffer, compressing when asked.
+
+    >>> import os, tempfile, zlib
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.z")
+    >>> with open_writer(path, "ZLIB") as w: _ = w.write(b"data")
+    >>> zlib.decompress(open(path, "rb").read())
+    b'data'
+    >>> with open_writer(path, None) as w: _ = w.write(b"raw")
+    >>> open(path, "rb").read()
+    b'raw'
+    """
     buffered = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - returned to the caller
     if compression is None:
         return buffered

@@ -29,12 +29,20 @@ _MAGIC = set("*?[")
 
 
 def strip_file_scheme(path: str) -> str:
-    """``file:///x`` -> ``/x``; other paths unchanged."""
+    """``file:///x`` -> ``/x``; other paths unchanged.
+
+    >>> strip_file_scheme("file:///data/a.rec"), strip_file_scheme("s3://b/a.rec")
+    ('/data/a.rec', 's3://b/a.rec')
+    """
     return path[len("file://"):] if path.startswith("file://") else path
 
 
 def is_remote(path: str | os.PathLike) -> bool:
-    """True for URLs with a scheme other than ``file://``."""
+    """True for URLs with a scheme other than ``file://``.
+
+    >>> is_remote("gs://bucket/x"), is_remote("file:///x"), is_remote("relative/x")
+    (True, False, False)
+    """
     p = os.fspath(path)
     return "://" in p and not p.startswith("file://")
 
@@ -52,7 +60,14 @@ def filesystem(path: str, storage_options: dict | None):
 
 def open_file(path: str | os.PathLike, mode: str = "rb", *,
               storage_options: dict | None = None) -> IO[Any]:
-    """Open ``path`` (local or URL) in binary ``mode``."""
+    """Open ``path`` (local or URL) in binary ``mode``.
+
+    >>> import fsspec
+    >>> fsspec.filesystem("memory").pipe("/openfile-doc/x.bin", b"abc")
+    >>> with open_file("memory://openfile-doc/x.bin") as f:
+    ...     f.read()
+    b'abc'
+    """
     p = os.fspath(path)
     if not is_remote(p):
         return open(strip_file_scheme(p), mode)  # noqa: SIM115 - caller closes
@@ -60,7 +75,14 @@ def open_file(path: str | os.PathLike, mode: str = "rb", *,
 
 
 def file_size(path: str | os.PathLike, *, storage_options: dict | None = None) -> int:
-    """Size of ``path`` in bytes."""
+    """Size of ``path`` in bytes.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "f")
+    >>> with open(path, "wb") as f: _ = f.write(b"12345")
+    >>> file_size(path), file_size("file://" + path)
+    (5, 5)
+    """
     p = os.fspath(path)
     if not is_remote(p):
         return os.path.getsize(strip_file_scheme(p))
@@ -177,7 +199,15 @@ def expand(patterns: str | os.PathLike | Iterable[str | os.PathLike], *,
            storage_options: dict | None = None) -> list[str]:
     """Expand globs, directories (recursively, hidden files skipped) and plain paths, in
     the order given, each pattern's matches sorted. A pattern that matches nothing raises
-    ``FileNotFoundError`` naming it."""
+    ``FileNotFoundError`` naming it.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp(); os.mkdir(os.path.join(d, "sub"))
+    >>> for name in ("b.rec", "a.rec", "sub/c.rec", "sub/.hidden"):
+    ...     open(os.path.join(d, name), "w").close()
+    >>> [os.path.relpath(p, d) for p in expand([os.path.join(d, "*.rec"), os.path.join(d, "sub")])]
+    ['a.rec', 'b.rec', 'sub/c.rec']
+    """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [patterns]
     out: list[str] = []

@@ -74,6 +74,18 @@ class TrainResult:
     counters at the end; ``progress``: the :class:`~feedline.train.items.Progress`
     records when a progress item was used (timings), else ``[]``; ``checkpoint``: the
     newest checkpoint written, or ``None``.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import SGD, network
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> result = RunnerBuilder(network=net, seed=0).with_std_local_trainer(data).run(num_passes=1)
+    >>> type(result).__name__, [p.pass_id for p in result.passes], sorted(result.params)
+    ('TrainResult', [0], ['bias', 'weight'])
+    >>> result.test, result.progress, result.checkpoint
+    (None, [], None)
     """
 
     passes: list[EndPass] = field(default_factory=list)
@@ -106,6 +118,22 @@ class RunnerBuilder:
     ``seed``: seeds the model's initial parameters (same on every rank);
     ``backend``: the ``torch.distributed`` backend for :meth:`run` (default gloo on the
     CPU, NCCL with CUDA).
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import SGD, network
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> builder = RunnerBuilder(network=net, seed=0).with_std_local_trainer(data).with_std_tester(data)
+    >>> result = builder.run(num_passes=2)
+    >>> result.pass_id, result.global_step, result.samples_seen, result.test.samples
+    (2, 4, 8, 4)
+    >>> tester = RunnerBuilder(network=net).with_std_tester(data).build()   # a test runner
+    >>> with tester:
+    ...     _ = tester.run_one_pass()
+    ...     tester.context.test_result.pass_id, tester.context.test_result.samples
+    (None, 4)
     """
 
     def __init__(self, network: Network, *, device_count: int = 1, device: Any = None,

@@ -98,6 +98,12 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
     fsync of the directory); the file gets the umask mode.
 
     On any error the temporary file is removed and ``path`` is left as it was.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "state.bin")
+    >>> atomic_write(path, b"v1"); atomic_write(path, b"v2")
+    >>> open(path, "rb").read(), os.listdir(os.path.dirname(path))
+    (b'v2', ['state.bin'])
     """
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -153,7 +159,18 @@ def _decode(path: str | os.PathLike, expected_kind: str) -> dict:
 # ---------------------------------------------------------------------- random generators
 
 def capture_rng() -> dict[str, Any]:
-    """The state of Python's ``random``, numpy's global generator and torch's generators."""
+    """The state of Python's ``random``, numpy's global generator and torch's generators.
+
+    >>> import random
+    >>> import numpy as np, torch
+    >>> state = capture_rng()
+    >>> sorted(state)
+    ['numpy', 'python', 'torch']
+    >>> first = random.random(), np.random.rand(), torch.rand(1).item()
+    >>> restore_rng(state)
+    >>> (random.random(), np.random.rand(), torch.rand(1).item()) == first
+    True
+    """
     name, keys, pos, has_gauss, cached = cast(tuple, np.random.get_state())  # the legacy tuple
     state: dict[str, Any] = {
         "python": random.getstate(),
@@ -166,7 +183,15 @@ def capture_rng() -> dict[str, Any]:
 
 
 def restore_rng(state: Mapping[str, Any]) -> None:
-    """Set every generator captured by :func:`capture_rng`."""
+    """Set every generator captured by :func:`capture_rng`.
+
+    >>> import random
+    >>> state = capture_rng()
+    >>> a = [random.random() for _ in range(3)]
+    >>> restore_rng(state)
+    >>> [random.random() for _ in range(3)] == a
+    True
+    """
     try:
         version, internal, gauss = state["python"]
         random.setstate((version, tuple(internal), gauss))
@@ -225,6 +250,12 @@ def save_params(path: str | os.PathLike, model: Any, *, metadata: Mapping[str, A
     ``model``: a module, a ``DistributedDataParallel`` wrapper or anything with a
     ``module`` attribute (a :class:`~feedline.train.Trainer`). ``metadata``: small extra
     values (str, numbers, lists, dicts) stored alongside.
+
+    >>> import os, tempfile, torch
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.flp")
+    >>> save_params(path, torch.nn.Linear(3, 2), metadata={"epoch": 4})
+    >>> sorted(read_params(path))
+    ['bias', 'weight']
     """
     module = _module_of(model)
     params = {k: v.detach().cpu() for k, v in module.state_dict().items()}
@@ -233,7 +264,16 @@ def save_params(path: str | os.PathLike, model: Any, *, metadata: Mapping[str, A
 
 
 def read_params(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """The parameters stored in a params export or a full checkpoint."""
+    """The parameters stored in a params export or a full checkpoint.
+
+    >>> import os, tempfile, torch
+    >>> model = torch.nn.BatchNorm1d(2)
+    >>> path = os.path.join(tempfile.mkdtemp(), "bn.flp")
+    >>> save_params(path, model)
+    >>> params = read_params(path)
+    >>> sorted(params), torch.equal(params["running_var"], model.running_var)
+    (['bias', 'num_batches_tracked', 'running_mean', 'running_var', 'weight'], True)
+    """
     obj = _decode(path, "params")
     if obj["kind"] == "checkpoint":
         try:
@@ -248,6 +288,14 @@ def load_params(path: str | os.PathLike, model: Any) -> None:
 
     Names, shapes and dtypes must match exactly, else :class:`CheckpointError` names
     every difference.
+
+    >>> import os, tempfile, torch
+    >>> path = os.path.join(tempfile.mkdtemp(), "m.flp")
+    >>> save_params(path, torch.nn.Linear(2, 2))
+    >>> load_params(path, torch.nn.Linear(2, 3))
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.CheckpointError: ...
     """
     module = _module_of(model)
     params = read_params(path)
@@ -284,6 +332,27 @@ def save_checkpoint(
 
     Under ``torch.distributed`` every rank must call it (the per-rank random states are
     gathered); rank 0 writes the file.
+
+    >>> import os, tempfile, torch
+    >>> import numpy as np
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import RunnerBuilder, network, SGD
+    >>> xs = np.linspace(-1, 1, 16, dtype=np.float32).reshape(-1, 1)
+    >>> def build():
+    ...     net = network(inputs={"x": data_type.dense_vector(1), "y": data_type.dense_vector(1)},
+    ...                   label="y", learning_rate=0.1, learning_method=SGD(),
+    ...                   batch_size=4)(torch.nn.Linear(1, 1))
+    ...     data = Dataset.from_arrays(xs, 2 * xs)
+    ...     return RunnerBuilder(network=net, seed=0).with_std_local_trainer(data).build()
+    >>> path = os.path.join(tempfile.mkdtemp(), "checkpoint-p0001-s000000004.flc")
+    >>> with build() as runner:
+    ...     _ = runner.run(1)
+    ...     save_checkpoint(path, runner, metadata={"note": "after pass 0"})
+    >>> sorted(read_checkpoint(path))
+    ['format', 'kind', 'metadata', 'rng', 'runner']
+    >>> with build() as again:
+    ...     load_checkpoint(path, again), again.context.pass_id, again.context.global_step
+    ({'note': 'after pass 0'}, 1, 4)
     """
     state = runner.state_dict()
     rng = capture_rng()
@@ -300,7 +369,16 @@ def save_checkpoint(
 
 
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """The dict stored by :func:`save_checkpoint` (validated framing, kind ``checkpoint``)."""
+    """The dict stored by :func:`save_checkpoint` (validated framing, kind ``checkpoint``).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "bad.flc")
+    >>> with open(path, "wb") as f: _ = f.write(b"not a checkpoint")
+    >>> read_checkpoint(path)
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.CheckpointError: ...
+    """
     return _decode(path, "checkpoint")
 
 
@@ -311,6 +389,16 @@ def load_checkpoint(path: str | os.PathLike, runner: Any, *, strict: bool = True
     Returns the checkpoint's ``metadata``. Raises :class:`CheckpointError` for a
     truncated, corrupt or foreign file and for state that does not fit the runner
     (another model, other items, another world size).
+
+    >>> import os, tempfile, torch
+    >>> from feedline.train import Runner, RunnerItem
+    >>> path = os.path.join(tempfile.mkdtemp(), "params-only.flp")
+    >>> save_params(path, torch.nn.Linear(1, 1))
+    >>> with Runner([RunnerItem()]) as runner:
+    ...     load_checkpoint(path, runner)         # a params export is not a checkpoint
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.CheckpointError: ...
     """
     obj = read_checkpoint(path)
     try:
@@ -343,7 +431,15 @@ def checkpoint_name(pass_id: int, global_step: int) -> str:
 
 
 def list_checkpoints(directory: str | os.PathLike) -> list[str]:
-    """Checkpoint files of ``directory``, oldest first (by global step, then pass)."""
+    """Checkpoint files of ``directory``, oldest first (by global step, then pass).
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ("checkpoint-p0001-s000000020.flc", "checkpoint-p0000-s000000010.flc", "notes.txt"):
+    ...     open(os.path.join(d, name), "w").close()
+    >>> [os.path.basename(p) for p in list_checkpoints(d)]
+    ['checkpoint-p0000-s000000010.flc', 'checkpoint-p0001-s000000020.flc']
+    """
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
@@ -357,6 +453,16 @@ def list_checkpoints(directory: str | os.PathLike) -> list[str]:
 
 
 def latest_checkpoint(directory: str | os.PathLike) -> str | None:
-    """The newest checkpoint file in ``directory``, or ``None``."""
+    """The newest checkpoint file in ``directory``, or ``None``.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> latest_checkpoint(d) is None
+    True
+    >>> for name in ("checkpoint-p0000-s000000010.flc", "checkpoint-p0001-s000000020.flc"):
+    ...     open(os.path.join(d, name), "w").close()
+    >>> os.path.basename(latest_checkpoint(d))
+    'checkpoint-p0001-s000000020.flc'
+    """
     found = list_checkpoints(directory)
     return found[-1] if found else None

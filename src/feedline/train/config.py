@@ -41,7 +41,13 @@ __all__ = [
 
 
 class Optimizer:
-    """Base of the learning methods: :meth:`build` makes the torch optimizer."""
+    """Base of the learning methods: :meth:`build` makes the torch optimizer.
+
+    >>> import torch
+    >>> params = [torch.nn.Parameter(torch.ones(2))]
+    >>> isinstance(SGD(), Optimizer), type(SGD().build(params, learning_rate=0.1)).__name__
+    (True, 'SGD')
+    """
 
     def build(self, params: Any, *, learning_rate: float, weight_decay: float = 0.0) -> Any:
         raise NotImplementedError  # pragma: no cover
@@ -58,7 +64,15 @@ class Optimizer:
 
 @dataclass(frozen=True)
 class SGD(Optimizer):
-    """Plain stochastic gradient descent: ``w -= lr * g``."""
+    """Plain stochastic gradient descent: ``w -= lr * g``.
+
+    >>> import torch
+    >>> w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    >>> opt = SGD().build([w], learning_rate=0.5)
+    >>> w.grad = torch.tensor([1.0, -2.0]); opt.step()
+    >>> w.tolist()                                   # w - 0.5 * g
+    [0.5, 3.0]
+    """
 
     def build(self, params: Any, *, learning_rate: float, weight_decay: float = 0.0) -> Any:
         import torch
@@ -74,7 +88,14 @@ class SGD(Optimizer):
 
 @dataclass(frozen=True)
 class Momentum(Optimizer):
-    """SGD with momentum ``momentum`` in [0, 1) (``nesterov`` for Nesterov's variant)."""
+    """SGD with momentum ``momentum`` in [0, 1) (``nesterov`` for Nesterov's variant).
+
+    >>> import torch
+    >>> opt = Momentum(momentum=0.9, nesterov=True).build([torch.nn.Parameter(torch.ones(1))],
+    ...                                                   learning_rate=0.1)
+    >>> type(opt).__name__, opt.defaults["momentum"], opt.defaults["nesterov"]
+    ('SGD', 0.9, True)
+    """
 
     momentum: float = 0.9
     nesterov: bool = False
@@ -93,7 +114,13 @@ class Momentum(Optimizer):
 
 @dataclass(frozen=True)
 class AdamOptimizer(Optimizer):
-    """Adam with ``beta1``, ``beta2`` in [0, 1) and ``epsilon`` > 0."""
+    """Adam with ``beta1``, ``beta2`` in [0, 1) and ``epsilon`` > 0.
+
+    >>> import torch
+    >>> opt = AdamOptimizer(beta1=0.8).build([torch.nn.Parameter(torch.ones(1))], learning_rate=0.01)
+    >>> type(opt).__name__, opt.defaults["betas"], opt.defaults["eps"]
+    ('Adam', (0.8, 0.999), 1e-08)
+    """
 
     beta1: float = 0.9
     beta2: float = 0.999
@@ -120,7 +147,18 @@ class AdamOptimizer(Optimizer):
 
 @dataclass(frozen=True)
 class L2Regularization:
-    """L2 weight decay: the optimizer adds ``rate * w`` to each gradient (``rate >= 0``)."""
+    """L2 weight decay: the optimizer adds ``rate * w`` to each gradient (``rate >= 0``).
+
+    >>> import torch
+    >>> reg = L2Regularization(rate=0.01)
+    >>> opt = SGD().build([torch.nn.Parameter(torch.ones(1))], learning_rate=0.1, weight_decay=reg.rate)
+    >>> reg, opt.defaults["weight_decay"]
+    (L2Regularization(rate=0.01), 0.01)
+    >>> L2Regularization(rate=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: `rate` must be ...
+    """
 
     rate: float
 
@@ -140,6 +178,10 @@ class ModelAverage:
     of the last ``n`` parameter values with ``w <= n < 2w`` (fewer at the start).
 
     ``average_window`` is the fraction of all updates so far, in (0, 1].
+
+    >>> avg = ModelAverage(0.1, max_average_window=50, min_average_window=5)
+    >>> [avg.window(t) for t in (10, 200, 10_000)]       # floor(0.1 * t), kept within [5, 50]
+    [5, 20, 50]
     """
 
     average_window: float = 0.15

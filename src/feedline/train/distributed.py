@@ -76,24 +76,42 @@ _RECENT_TENSORS: collections.deque = collections.deque(maxlen=8)
 
 
 def default_backend() -> str:
-    """``"nccl"`` when CUDA is available, else ``"gloo"``."""
+    """``"nccl"`` when CUDA is available, else ``"gloo"``.
+
+    >>> import torch
+    >>> default_backend() == ("nccl" if torch.cuda.is_available() else "gloo")
+    True
+    """
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
 def is_distributed() -> bool:
-    """True inside an initialized process group of more than one process."""
+    """True inside an initialized process group of more than one process.
+
+    >>> is_distributed()                     # no process group in this process
+    False
+    """
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def rank_and_world_size() -> tuple[int, int]:
-    """``(rank, world_size)`` of the initialized process group, else ``(0, 1)``."""
+    """``(rank, world_size)`` of the initialized process group, else ``(0, 1)``.
+
+    >>> rank_and_world_size()
+    (0, 1)
+    """
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
 
 def local_rank() -> int:
-    """This process's rank on its machine (``LOCAL_RANK``, set by torchrun), else 0."""
+    """This process's rank on its machine (``LOCAL_RANK``, set by torchrun), else 0.
+
+    >>> import os
+    >>> local_rank() == int(os.environ.get("LOCAL_RANK", 0))
+    True
+    """
     try:
         return int(os.environ.get("LOCAL_RANK", "0"))
     except ValueError:
@@ -107,6 +125,10 @@ def init_from_env(backend: str | None = None) -> bool:
     ``WORLD_SIZE`` > 1), False for a single-process job. A group this function creates
     is destroyed at interpreter exit (unless the program destroyed it first): a gloo
     group left alive can abort the process while it shuts down.
+
+    >>> import os
+    >>> os.environ.get("WORLD_SIZE", "1") == "1" and init_from_env()   # a single-process job
+    False
     """
     if not dist.is_available():
         return False
@@ -171,7 +193,15 @@ def leave_group() -> None:
 
 
 def wrap_ddp(module: torch.nn.Module, device: torch.device) -> Any:
-    """``DistributedDataParallel(module)`` on ``device``."""
+    """``DistributedDataParallel(module)`` on ``device``.
+
+    >>> import torch, torch.distributed as dist
+    >>> dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    >>> ddp = wrap_ddp(torch.nn.Linear(2, 1), torch.device("cpu"))
+    >>> type(ddp).__name__, type(ddp.module).__name__
+    ('DistributedDataParallel', 'Linear')
+    >>> dist.destroy_process_group()
+    """
     from torch.nn.parallel import DistributedDataParallel
 
     if device.type == "cuda":
@@ -186,6 +216,14 @@ def all_reduce_sum(values: Sequence[float], device: Any = None) -> list[float]:
     """Sum ``values`` elementwise across ranks (float64); unchanged when not distributed.
 
     ``device`` must be a CUDA device under NCCL (the CPU is used by default).
+
+    >>> all_reduce_sum([1.0, 2.5])                     # not distributed: unchanged
+    [1.0, 2.5]
+    >>> import torch.distributed as dist
+    >>> dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    >>> all_reduce_sum([1, 2.5])                       # a group of one: the sum is its own values
+    [1.0, 2.5]
+    >>> dist.destroy_process_group()
     """
     if not is_distributed():
         return [float(v) for v in values]
@@ -202,6 +240,11 @@ class RankSplitDataset(RandomAccessDataset):
 
     Epoch ``e`` of the part reads the parent's epoch ``e`` (so a parent
     ``global_shuffle`` reshuffles every epoch, identically on every rank).
+
+    >>> from feedline import Dataset
+    >>> part = split_dataset(Dataset.range(5), 1, 2, mode="contiguous", remainder="keep")
+    >>> type(part).__name__, part.name, part.to_list(), [part.parent_index(k) for k in range(len(part))]
+    ('RankSplitDataset', 'split(1/2, contiguous, keep)', [3, 4], [3, 4])
     """
 
     def __init__(self, parent: RandomAccessDataset, rank: int, world_size: int, mode: str,
@@ -264,6 +307,16 @@ def split_dataset(
 
     Shuffle *before* splitting (``global_shuffle(seed=...)`` with the same seed on every
     rank) so that the ranks split one common order.
+
+    >>> from feedline import Dataset
+    >>> ds = Dataset.range(5)
+    >>> [split_dataset(ds, r, 2).to_list() for r in range(2)]                      # strided, padded
+    [[0, 2, 4], [1, 3, 0]]
+    >>> [split_dataset(ds, r, 2, remainder="keep").to_list() for r in range(2)]   # each item once
+    [[0, 2, 4], [1, 3]]
+    >>> shuffled = ds.global_shuffle(seed=3)                  # same seed on every rank
+    >>> sorted(sum((split_dataset(shuffled, r, 2, remainder="keep").to_list() for r in range(2)), []))
+    [0, 1, 2, 3, 4]
     """
     if not isinstance(dataset, RandomAccessDataset):
         raise TypeError(
@@ -285,7 +338,15 @@ def split_dataset(
 # ---------------------------------------------------------------------- launching
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
+    """A TCP port on 127.0.0.1 that is free right now.
+
+    >>> import socket
+    >>> port = free_port()
+    >>> with socket.socket() as s:
+    ...     s.bind(("127.0.0.1", port))          # nobody holds it
+    >>> 0 < port < 65536
+    True
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -338,6 +399,18 @@ def launch(
     ``threads_per_process``: ``torch.set_num_threads`` in each process (on the CPU the
     default divides this machine's cores among the processes). An exception in any
     process is re-raised here (``torch.multiprocessing.ProcessRaisedException``).
+
+    A typical call (starting processes takes seconds, so the run is not shown as an
+    example here)::
+
+        launch(train_fn, config, nprocs=2)        # train_fn: an importable function
+
+    The arguments are checked before any process starts:
+
+    >>> launch(rank_and_world_size, nprocs=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `nprocs` must be a positive int, got 0
     """
     positive_int("nprocs", nprocs)
     if dist.is_available() and dist.is_initialized():

@@ -39,19 +39,32 @@ __all__ = ["Event", "BeginPass", "EndPass", "BeginIteration", "EndIteration", "T
 
 
 class Event:
-    """Base class of the trainer events."""
+    """Base class of the trainer events.
+
+    >>> all(issubclass(c, Event) for c in (BeginPass, BeginIteration, EndIteration, EndPass, TestResult))
+    True
+    """
 
 
 @dataclass(frozen=True)
 class BeginPass(Event):
-    """A pass starts."""
+    """A pass starts.
+
+    >>> BeginPass(pass_id=2)
+    BeginPass(pass_id=2)
+    """
 
     pass_id: int
 
 
 @dataclass(frozen=True)
 class BeginIteration(Event):
-    """A batch was read and is about to be trained on."""
+    """A batch was read and is about to be trained on.
+
+    >>> e = BeginIteration(pass_id=0, batch_id=7)
+    >>> e.pass_id, e.batch_id
+    (0, 7)
+    """
 
     pass_id: int
     batch_id: int
@@ -59,7 +72,12 @@ class BeginIteration(Event):
 
 @dataclass(frozen=True)
 class EndIteration(Event):
-    """A batch was trained on: its mean ``cost`` and ``metrics``."""
+    """A batch was trained on: its mean ``cost`` and ``metrics``.
+
+    >>> e = EndIteration(pass_id=1, batch_id=3, cost=0.25, metrics={"accuracy": 0.9}, batch_size=32)
+    >>> e.cost, e.metrics["accuracy"], e.batch_size
+    (0.25, 0.9, 32)
+    """
 
     pass_id: int
     batch_id: int
@@ -71,7 +89,11 @@ class EndIteration(Event):
 @dataclass(frozen=True)
 class TestResult(Event):
     """The result of a test pass: mean ``cost`` and ``metrics`` over ``samples`` samples
-    (``pass_id``: the training pass it followed, or ``None`` for a standalone test)."""
+    (``pass_id``: the training pass it followed, or ``None`` for a standalone test).
+
+    >>> TestResult(pass_id=None, cost=0.5, metrics={"accuracy": 0.75}, samples=100)
+    TestResult(pass_id=None, cost=0.5, metrics={'accuracy': 0.75}, samples=100)
+    """
 
     __test__ = False  # not a pytest test class
 
@@ -83,7 +105,12 @@ class TestResult(Event):
 
 @dataclass(frozen=True)
 class EndPass(Event):
-    """A pass ended: its mean ``cost`` and ``metrics``, and its ``test`` result if any."""
+    """A pass ended: its mean ``cost`` and ``metrics``, and its ``test`` result if any.
+
+    >>> end = EndPass(pass_id=0, cost=1.5, test=TestResult(pass_id=0, cost=1.25, samples=10))
+    >>> end.cost, end.metrics, end.test.cost
+    (1.5, {}, 1.25)
+    """
 
     pass_id: int
     cost: float

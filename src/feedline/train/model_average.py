@@ -42,6 +42,20 @@ class ModelAverager:
     * ``current_count``: updates in the running sum;
     * ``previous_count``: updates in the previous (closed) sum;
     * ``applied``: True between :meth:`apply` and :meth:`restore`.
+
+    >>> import torch
+    >>> from feedline.train.config import ModelAverage
+    >>> w = torch.nn.Parameter(torch.tensor([0.0]))
+    >>> avg = ModelAverager([w], ModelAverage(average_window=0.5, min_average_window=2))
+    >>> for value in (1.0, 2.0, 3.0, 4.0, 5.0):
+    ...     with torch.no_grad(): _ = w.fill_(value)
+    ...     avg.accumulate()
+    >>> avg.num_updates, avg.previous_count, avg.current_count   # previous: 3, 4; running: 5
+    (5, 2, 1)
+    >>> avg.apply(); w.item(), avg.applied        # mean of 3, 4, 5
+    (4.0, True)
+    >>> avg.restore(); w.item()
+    5.0
     """
 
     def __init__(self, params: Sequence[torch.Tensor], config: ModelAverage) -> None:

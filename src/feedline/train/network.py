@@ -111,6 +111,19 @@ class Network:
     """A model factory plus its inputs and optimization settings; see the module docstring.
 
     Made by :func:`network`; all settings are keyword-only and validated here.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import SGD, network
+    >>> xs = np.linspace(-1, 1, 8, dtype=np.float32).reshape(-1, 1)
+    >>> data = Dataset.from_arrays(xs, 2 * xs)                   # y = 2x
+    >>> net = network(inputs={"x": data_type.dense_vector(1), "y": data_type.dense_vector(1)},
+    ...               label="y", learning_rate=0.5, learning_method=SGD(),
+    ...               batch_size=4)(torch.nn.Linear(1, 1, bias=False))
+    >>> isinstance(net, Network), net.feature_names, net.label, net.cost, net.batch_size
+    (True, ('x',), 'y', 'regression', 4)
+    >>> type(net.create_model()).__name__, net() is net
+    ('Linear', True)
     """
 
     def __init__(
@@ -431,6 +444,19 @@ def network(
     module docstring). Calling it on a ``torch.nn.Module`` instance works too:
     ``network(inputs=...)(module)``. The result is the network and its own factory:
     ``net() is net``.
+
+    >>> import torch
+    >>> from feedline import data_type
+    >>> @network(inputs={"pixels": data_type.dense_vector(3), "label": data_type.integer_value(2)},
+    ...          learning_rate=0.01)
+    ... def classifier(pixels):                    # called with each input's type
+    ...     return torch.nn.Linear(pixels.dim, 2)
+    >>> classifier.label, classifier.cost, classifier.create_model().out_features
+    ('label', 'classification', 2)
+    >>> network(inputs={"x": data_type.dense_vector(1)}, learning_rate=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `learning_rate` must be ...
     """
     settings = dict(
         inputs=inputs, label=label, cost=cost, metrics=metrics, learning_rate=learning_rate,

@@ -119,6 +119,15 @@ class RunnerContext(SimpleNamespace):
     ``pass_metrics``      ``TrainOps``               sample-weighted mean metrics of the pass
     ``test_result``       ``TestOnPassEnd``          the last :class:`~feedline.train.TestResult`
     ====================  =========================  ===============================================================================
+
+    >>> class Tag(RunnerItem):
+    ...     def initialize(self, context, next_callback):
+    ...         context.tag = "set by Tag"
+    ...         next_callback(context)
+    >>> with Runner([Tag()]) as runner:
+    ...     ctx = runner.context
+    ...     type(ctx).__name__, ctx.tag, ctx.runner is runner, ctx.parent, ctx.stop_training
+    ('RunnerContext', 'set by Tag', True, None, False)
     """
 
     def __repr__(self) -> str:
@@ -137,6 +146,21 @@ class RunnerItem:
     ``state_key`` (the name of its entry in the checkpoint) and implements
     ``state_dict()`` (returning a picklable dict of tensors, numbers, strings, lists,
     dicts) and ``load_state_dict(state)``.
+
+    >>> class Steps(RunnerItem):                 # a data source of three batches
+    ...     def on_pass_begin(self, next_callback):
+    ...         self.context.step = 0
+    ...         next_callback()
+    ...     def on_batch_begin(self, next_callback):
+    ...         if self.context.step == 3:
+    ...             return True                  # no more data: the pass ends
+    ...         return next_callback()
+    ...     def on_batch_end(self, next_callback):
+    ...         self.context.step += 1
+    ...         return next_callback()
+    >>> with Runner([Steps(), RunnerItem()]) as runner:    # RunnerItem() passes everything through
+    ...     runner.run_one_pass(), runner.context.step
+    (3, 3)
     """
 
     #: Name of this item's entry in a checkpoint; ``None``: the item has no state.
@@ -190,6 +214,21 @@ class Runner:
 
     Use ``with runner:`` (or :meth:`initialize` / :meth:`finalize`) around
     :meth:`run_one_pass` and :meth:`run`.
+
+    >>> class Stopper(RunnerItem):
+    ...     def on_pass_begin(self, next_callback):
+    ...         next_callback()
+    ...     def on_batch_begin(self, next_callback):
+    ...         return True                      # no data at all
+    ...     def on_pass_end(self, next_callback):
+    ...         self.context.stop_training = True   # stop the job after this pass
+    ...         next_callback()
+    >>> runner = Runner([Stopper()])
+    >>> with runner:
+    ...     runner.run(5)                         # passes run: stop_training ended the job
+    1
+    >>> runner.initialized
+    False
     """
 
     def __init__(self, items: Iterable[RunnerItem] = (), *, context: RunnerContext | None = None) -> None:

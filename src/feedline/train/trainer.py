@@ -55,6 +55,21 @@ class Trainer:
 
     ``device``: where the model runs (default: CUDA if available, else the CPU);
     ``seed``: seeds the model's initial parameters.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import SGD, network
+    >>> xs = np.linspace(-1, 1, 8, dtype=np.float32).reshape(-1, 1)
+    >>> data = Dataset.from_arrays(xs, 2 * xs)                   # y = 2x
+    >>> net = network(inputs={"x": data_type.dense_vector(1), "y": data_type.dense_vector(1)},
+    ...               label="y", learning_rate=0.5, learning_method=SGD(),
+    ...               batch_size=4)(torch.nn.Linear(1, 1, bias=False))
+    >>> trainer = Trainer(net, seed=0)
+    >>> result = trainer.train(data, num_passes=30)
+    >>> round(trainer.model.weight.item(), 3), result.global_step
+    (2.0, 60)
+    >>> trainer.test(data).samples
+    8
     """
 
     def __init__(self, network: Network, *, device: Any = None, seed: int | None = None) -> None:
@@ -200,7 +215,20 @@ def train(
     **options: Any,
 ) -> TrainResult:
     """``Trainer(network, device=, seed=).train(reader, num_passes, event_handler,
-    feeding, **options)``; the result's ``trainer`` is that trainer."""
+    feeding, **options)``; the result's ``trainer`` is that trainer.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import SGD, network
+    >>> xs = np.linspace(-1, 1, 8, dtype=np.float32).reshape(-1, 1)
+    >>> data = Dataset.from_arrays(xs, 2 * xs)                   # y = 2x
+    >>> net = network(inputs={"x": data_type.dense_vector(1), "y": data_type.dense_vector(1)},
+    ...               label="y", learning_rate=0.5, learning_method=SGD(),
+    ...               batch_size=4)(torch.nn.Linear(1, 1, bias=False))
+    >>> result = train(data, num_passes=30, network=net, seed=0)
+    >>> round(result.trainer.model.weight.item(), 3), len(result.passes)
+    (2.0, 30)
+    """
     return Trainer(network, device=device, seed=seed).train(
         reader, num_passes, event_handler, feeding, **options
     )
@@ -217,7 +245,24 @@ def test(
     device: Any = None,
 ) -> TestResult:
     """Evaluate on ``reader``: ``trainer``'s model, or a new model of ``network`` with the
-    parameters of ``params`` (a params export or a checkpoint)."""
+    parameters of ``params`` (a params export or a checkpoint).
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import SGD, network
+    >>> xs = np.linspace(-1, 1, 8, dtype=np.float32).reshape(-1, 1)
+    >>> data = Dataset.from_arrays(xs, 2 * xs)                   # y = 2x
+    >>> net = network(inputs={"x": data_type.dense_vector(1), "y": data_type.dense_vector(1)},
+    ...               label="y", learning_rate=0.5, learning_method=SGD(),
+    ...               batch_size=4)(torch.nn.Linear(1, 1, bias=False))
+    >>> import os, tempfile
+    >>> result = train(data, num_passes=30, network=net, seed=0)
+    >>> path = os.path.join(tempfile.mkdtemp(), "params.flp")
+    >>> result.trainer.save_params(path)
+    >>> t = test(data, network=net, params=path)                # a fresh model loaded from the export
+    >>> t.samples, round(t.cost, 6)
+    (8, 0.0)
+    """
     if trainer is None:
         if network is None:
             raise TypeError("test() needs `trainer` or `network`")

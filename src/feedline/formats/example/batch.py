@@ -84,6 +84,15 @@ def locate(bufs: list[bytes], keys: list[bytes]):
     ``joined`` (``-1`` where the record lacks the key; the last entry wins), and the
     indices of the records the lockstep walk could not take (their ranges are -1 and
     must be found by the scalar decoder).
+
+    >>> from feedline.example import encode_example
+    >>> records = [encode_example({"a": [1, 2]}), encode_example({"b": [b"x"]}), encode_example({"a": [3]})]
+    >>> joined, starts, ranges, slow = locate(records, [b"a"])
+    >>> starts.tolist(), ranges[b"a"][1].tolist(), slow         # record 1 has no "a"
+    ([0, 15, 29], [-1, -1], [])
+    >>> s, e = ranges[b"a"][2]
+    >>> joined[s:e] == records[2][s - 29:e - 29]                  # a byte range of record 2
+    True
     """
     n = len(bufs)
     joined, lengths, starts = join(bufs)
@@ -181,6 +190,13 @@ class Chunks(NamedTuple):
     ``kinds``: per record 0 (absent or a Feature with no list set), 1 bytes, 2 float,
     3 int64. ``record``, ``start``, ``end``: the value chunks in record order (one per
     ``bytes`` value; raw float32 / varint runs for numbers), as byte ranges of the buffer.
+
+    >>> from feedline.example import encode_example
+    >>> records = [encode_example({"a": [1, 2]}), encode_example({}), encode_example({"a": [3]})]
+    >>> joined, _, ranges, _ = locate(records, [b"a"])
+    >>> chunks = decode(joined, ranges[b"a"], {})
+    >>> type(chunks).__name__, chunks.kinds.tolist(), chunks.record.tolist()   # 3 = int64, 0 = absent
+    ('Chunks', [3, 0, 3], [0, 2])
     """
 
     kinds: np.ndarray
@@ -202,6 +218,13 @@ def decode(joined: bytes, ranges: np.ndarray, extra: dict[int, wire.RawFeature])
     ``joined``) go through :func:`feedline.formats.example.wire.parse_feature`, which raises
     :class:`~feedline.formats.example.wire.Malformed` for damage. Such an exception carries a
     ``record`` attribute naming the record.
+
+    >>> from feedline.example import encode_example
+    >>> records = [encode_example({"t": [b"ab", b"c"]}), encode_example({"t": [b"d"]})]
+    >>> joined, _, ranges, _ = locate(records, [b"t"])
+    >>> chunks = decode(joined, ranges[b"t"], {})
+    >>> chunks.kinds.tolist(), [joined[s:e] for s, e in zip(chunks.start, chunks.end)]
+    ([1, 1], [b'ab', b'c', b'd'])
     """
     n = len(ranges)
     arr = np.frombuffer(joined, dtype=np.uint8)

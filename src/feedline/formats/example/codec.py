@@ -164,7 +164,15 @@ def _features_arg(features: Mapping[str, Any], what: str) -> dict:
 
 
 def encode_example(features: Mapping[str, Any], *, packed: bool = True) -> bytes:
-    """Serialize a ``tf.train.Example`` from ``{name: value}`` (see the module doc)."""
+    """Serialize a ``tf.train.Example`` from ``{name: value}`` (see the module doc).
+
+    >>> import numpy as np
+    >>> blob = encode_example({"label": [1, 2], "x": np.array([0.5], np.float32), "name": [b"ab"]})
+    >>> type(blob), len(blob)
+    (<class 'bytes'>, 50)
+    >>> decode_example(blob)
+    {'label': array([1, 2]), 'x': array([0.5], dtype=float32), 'name': [b'ab']}
+    """
     if not isinstance(features, Mapping):
         _features_arg(features, "features")  # raises the TypeError
     entries = []
@@ -280,7 +288,15 @@ def _fast_value(buf: bytes, rng: Any) -> Any:
 def decode_example(serialized: bytes, *, index: int | None = None) -> dict[str, Any]:
     """Decode a serialized ``Example`` to ``{name: value}``: int64 / float32 arrays,
     lists of ``bytes``, ``None`` for a ``Feature`` with no list set. ``index`` only
-    labels errors."""
+    labels errors.
+
+    >>> decode_example(encode_example({"ids": [4, 5], "text": [b"hi"], "w": [1.5]}))
+    {'ids': array([4, 5]), 'text': [b'hi'], 'w': array([1.5], dtype=float32)}
+    >>> decode_example(b"garbage", index=3)
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.CorruptRecordError: ...
+    """
     buf = _as_bytes(serialized, index)
     try:
         ranges = wire.feature_ranges(buf, 0, len(buf), example=True, strict=True)
@@ -293,7 +309,12 @@ def decode_sequence_example(
     serialized: bytes, *, index: int | None = None
 ) -> tuple[dict[str, Any], dict[str, list]]:
     """Decode a serialized ``SequenceExample`` to ``(context, feature_lists)``; values as
-    in :func:`decode_example`, a feature list as a list of per-step values."""
+    in :func:`decode_example`, a feature list as a list of per-step values.
+
+    >>> blob = encode_sequence_example({"id": [7]}, {"tokens": [[1, 2], [3]]})
+    >>> decode_sequence_example(blob)
+    ({'id': array([7])}, {'tokens': [array([1, 2]), array([3])]})
+    """
     buf = _as_bytes(serialized, index)
     what = "SequenceExample"
     try:
@@ -330,6 +351,17 @@ def parse_example(serialized: Sequence[bytes], features: Mapping[str, Any]) -> d
     The batch is decoded with array operations over all records at once (records
     written in an unusual but valid way take a per-record path with the same result).
     Errors name the record's index in the batch.
+
+    >>> import numpy as np
+    >>> batch = [encode_example({"label": [1, 2], "name": [b"ab"]}),
+    ...          encode_example({"label": [5, 6], "name": [b"c", b"d"]})]
+    >>> out = parse_example(batch, {"label": FixedLenFeature([2], np.int64),
+    ...                             "name": VarLenFeature("string")})
+    >>> out["label"]
+    array([[1, 2],
+           [5, 6]])
+    >>> out["name"].indices.tolist(), out["name"].values.tolist(), out["name"].dense_shape.tolist()
+    ([[0, 0], [1, 0], [1, 1]], [b'ab', b'c', b'd'], [2, 2])
     """
     features = _parse.check_specs(features, "features")
     return _parse.parse_examples(_parse.as_batch(serialized, _as_bytes), features)
@@ -381,7 +413,16 @@ def parse_single_sequence_example(
     sequence_features: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Parse one serialized ``SequenceExample``: ``(context, feature_lists)`` without the
-    batch dimension (a fixed-length feature list is ``(steps, *shape)``)."""
+    batch dimension (a fixed-length feature list is ``(steps, *shape)``).
+
+    >>> import numpy as np
+    >>> blob = encode_sequence_example({"id": [7]}, {"frames": [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]})
+    >>> context, lists = parse_single_sequence_example(
+    ...     blob, {"id": FixedLenFeature([], np.int64)},
+    ...     {"frames": FixedLenSequenceFeature([2], np.float32)})
+    >>> int(context["id"]), lists["frames"].shape, lists["frames"][2].tolist()
+    (7, (3, 2), [5.0, 6.0])
+    """
     ctx, seq, _ = parse_sequence_example([serialized], context_features, sequence_features)
     return (
         {k: _parse.strip_batch(v) for k, v in ctx.items()},

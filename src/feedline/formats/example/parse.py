@@ -52,6 +52,17 @@ def _malformed(exc: wire.Malformed, what: str, index: int | None, base: int = 0)
 
 
 def check_specs(features: Any, what: str) -> dict:
+    """``features`` as a new ``dict`` after checking that it maps ``str`` names to feature
+    specs; ``TypeError`` names the argument (``what``) or the offending feature otherwise.
+
+    >>> from feedline.formats.example.spec import VarLenFeature
+    >>> check_specs({"tok": VarLenFeature("int64")}, "features")
+    {'tok': VarLenFeature(dtype='int64')}
+    >>> check_specs({"tok": "int64"}, "features")
+    Traceback (most recent call last):
+    ...
+    TypeError: feature 'tok': spec must be FixedLenFeature, VarLenFeature, RaggedFeature or FixedLenSequenceFeature, got 'int64'
+    """
     if not isinstance(features, Mapping):
         raise TypeError(f"`{what}` must be a mapping of names to feature specs")
     for name, spec in features.items():
@@ -66,6 +77,17 @@ def check_specs(features: Any, what: str) -> dict:
 
 
 def as_batch(serialized: Any, as_bytes) -> list[bytes]:
+    """The records of ``serialized`` (a sequence or numpy array of any shape, flattened) as
+    a list, each converted by ``as_bytes(record, index)``; a single record (``bytes`` or
+    ``str``) is refused with ``TypeError``.
+
+    >>> as_batch(np.array([[b"a"], [b"b"]], dtype=object), lambda s, i: s + b"%d" % i)
+    [b'a0', b'b1']
+    >>> as_batch(b"one record", lambda s, i: s)
+    Traceback (most recent call last):
+    ...
+    TypeError: `serialized` must be a sequence of serialized Examples, not one
+    """
     if isinstance(serialized, (bytes, bytearray, str)):
         raise TypeError("`serialized` must be a sequence of serialized Examples, not one")
     items = serialized.ravel().tolist() if isinstance(serialized, np.ndarray) else list(serialized)
@@ -343,7 +365,13 @@ def _decode_each(joined: bytes, starts: np.ndarray, ranges: dict, extras: dict, 
 
 
 def parse_examples(bufs: list[bytes], features: dict) -> dict[str, Any]:
-    """``parse_example`` on already checked arguments."""
+    """``parse_example`` on already checked arguments.
+
+    >>> from feedline.example import FixedLenFeature, encode_example
+    >>> records = [encode_example({"a": [1, 2]}), encode_example({"a": [3, 4]})]
+    >>> parse_examples(records, {"a": FixedLenFeature([2], "int64")})["a"].tolist()
+    [[1, 2], [3, 4]]
+    """
     keys = _wanted(features)
     joined, starts, ranges, slow = batch.locate(bufs, keys)
     extras: dict[bytes, dict] = {k: {} for k in keys}
@@ -413,7 +441,15 @@ def _sequence_value(name: str, key: str, spec: Any, get: _Gather, steps_per: np.
 
 
 def parse_sequences(bufs: list[bytes], context_features: dict, sequence_features: dict):
-    """``parse_sequence_example`` on already checked arguments."""
+    """``parse_sequence_example`` on already checked arguments.
+
+    >>> from feedline.example import FixedLenFeature, VarLenFeature, encode_sequence_example
+    >>> record = encode_sequence_example({"id": [7]}, {"t": [[1], [2, 3]]})
+    >>> context, lists, _ = parse_sequences([record], {"id": FixedLenFeature([], "int64")},
+    ...                                     {"t": VarLenFeature("int64")})
+    >>> context["id"].tolist(), lists["t"].values.tolist(), lists["t"].dense_shape.tolist()
+    ([7], [1, 2, 3], [1, 2, 2])
+    """
     n = len(bufs)
     joined, _, starts = batch.join(bufs)
     ctx_keys = _wanted(context_features)
@@ -479,7 +515,16 @@ def parse_sequences(bufs: list[bytes], context_features: dict, sequence_features
 
 
 def strip_batch(value: Any) -> Any:
-    """The first (only) record of a batch result."""
+    """The first (only) record of a batch result.
+
+    >>> from feedline.example import encode_example
+    >>> batch = parse_examples([encode_example({"a": [1, 2]})], {"a": VarLenFeature("int64")})
+    >>> single = strip_batch(batch["a"])               # indices lose the record column
+    >>> single.indices.tolist(), single.values.tolist(), single.dense_shape.tolist()
+    ([[0], [1]], [1, 2], [2])
+    >>> strip_batch(np.array([[5, 6]])).tolist()
+    [5, 6]
+    """
     if isinstance(value, SparseTensorValue):
         return SparseTensorValue(
             value.indices[:, 1:].copy(), value.values, value.dense_shape[1:].copy()

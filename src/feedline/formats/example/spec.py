@@ -42,7 +42,15 @@ _NP = {"int64": np.int64, "float32": np.float32, "string": object}
 
 
 def normalize_dtype(value: Any) -> str:
-    """Normalise a dtype to ``"int64"``, ``"float32"`` or ``"string"``."""
+    """Normalise a dtype to ``"int64"``, ``"float32"`` or ``"string"``.
+
+    >>> normalize_dtype(int), normalize_dtype("float32"), normalize_dtype(bytes), normalize_dtype(np.int64)
+    ('int64', 'float32', 'string', 'int64')
+    >>> normalize_dtype(np.int32)
+    Traceback (most recent call last):
+    ...
+    ValueError: `dtype` must be one of 'int64', 'float32', 'string', got <class 'numpy.int32'>
+    """
     if value is int or value is np.int64:
         return "int64"
     if value is float or value is np.float32:
@@ -99,7 +107,14 @@ def _default(value: Any, dtype: str, shape: tuple[int, ...], what: str) -> np.nd
 
 @dataclass(frozen=True)
 class FixedLenFeature:
-    """A feature with exactly ``prod(shape)`` values in every record (see module doc)."""
+    """A feature with exactly ``prod(shape)`` values in every record (see module doc).
+
+    >>> from feedline.example import encode_example, parse_example
+    >>> records = [encode_example({"xy": [1.0, 2.0]}), encode_example({})]
+    >>> parse_example(records, {"xy": FixedLenFeature([2], np.float32, default_value=[0.5, 0.5])})["xy"]
+    array([[1. , 2. ],
+           [0.5, 0.5]], dtype=float32)
+    """
 
     shape: tuple[int, ...]
     dtype: str
@@ -117,7 +132,14 @@ class FixedLenFeature:
 
 @dataclass(frozen=True)
 class VarLenFeature:
-    """A feature with any number of values, parsed into a :class:`SparseTensorValue`."""
+    """A feature with any number of values, parsed into a :class:`SparseTensorValue`.
+
+    >>> from feedline.example import encode_example, parse_example
+    >>> records = [encode_example({"tok": [1, 2, 3]}), encode_example({"tok": [4]})]
+    >>> sparse = parse_example(records, {"tok": VarLenFeature(np.int64)})["tok"]
+    >>> sparse.values.tolist(), sparse.dense_shape.tolist()
+    ([1, 2, 3, 4], [2, 3])
+    """
 
     dtype: str
 
@@ -133,6 +155,13 @@ class FixedLenSequenceFeature:
     In :func:`parse_example` ``allow_missing`` must be true (a missing feature gives
     ``n = 0``); in :func:`parse_sequence_example` a missing feature list raises
     :class:`~feedline.exceptions.MissingFeatureError` unless ``allow_missing``.
+
+    >>> from feedline.example import encode_example, parse_example
+    >>> records = [encode_example({"tok": [1, 2, 3]}), encode_example({"tok": [4]})]
+    >>> spec = FixedLenSequenceFeature([], np.int64, allow_missing=True, default_value=0)
+    >>> parse_example(records, {"tok": spec})["tok"]       # padded with default_value
+    array([[1, 2, 3],
+           [4, 0, 0]])
     """
 
     shape: tuple[int, ...]
@@ -176,6 +205,14 @@ class RaggedFeature:
     ``partitions`` (outermost first) split each record's values further:
     ``RaggedFeature.RowLengths(key)`` and ``RaggedFeature.RowSplits(key)`` read an int64
     feature of the same record, ``RaggedFeature.UniformRowLength(n)`` cuts rows of ``n``.
+
+    >>> from feedline.example import encode_example, parse_example
+    >>> records = [encode_example({"tok": [1, 2, 3], "len": [2, 1]}), encode_example({"tok": [4], "len": [1]})]
+    >>> parse_example(records, {"tok": RaggedFeature(np.int64)})["tok"].to_list()
+    [[1, 2, 3], [4]]
+    >>> nested = RaggedFeature(np.int64, partitions=[RaggedFeature.RowLengths("len")])
+    >>> parse_example(records, {"tok": nested})["tok"].to_list()
+    [[[1, 2], [3]], [[4]]]
     """
 
     dtype: str
@@ -213,6 +250,12 @@ class SparseTensorValue(NamedTuple):
     ``dense_shape``: int64 ``(rank,)``. For :func:`parse_example` the rank is 2
     (record, position); for feature lists 3 (record, step, position); for
     :func:`parse_single_example` 1.
+
+    >>> sparse = SparseTensorValue(indices=np.array([[0, 0], [1, 2]]), values=np.array([7, 9]),
+    ...                            dense_shape=np.array([2, 3]))
+    >>> sparse.to_dense(0)
+    array([[7, 0, 0],
+           [0, 0, 9]])
     """
 
     indices: np.ndarray
@@ -231,7 +274,12 @@ class SparseTensorValue(NamedTuple):
 
 class RaggedTensorValue(NamedTuple):
     """A ragged tensor: flat ``values`` and ``row_lengths``, one int64 array per ragged
-    dimension, outermost first (TF's ``RaggedTensor.nested_row_lengths()``)."""
+    dimension, outermost first (TF's ``RaggedTensor.nested_row_lengths()``).
+
+    >>> ragged = RaggedTensorValue(values=np.array([1, 2, 3, 4]), row_lengths=(np.array([3, 1]),))
+    >>> ragged.to_list(), ragged.row_splits[0].tolist()
+    ([[1, 2, 3], [4]], [0, 3, 4])
+    """
 
     values: np.ndarray
     row_lengths: tuple[np.ndarray, ...]
@@ -259,3 +307,10 @@ for _cls in (
     RaggedTensorValue,
 ):
     _cls.__module__ = "feedline.example"
+
+# pytest's doctest finder skips objects whose __module__ is another module's: list them
+__test__ = {
+    cls.__name__: cls
+    for cls in (FixedLenFeature, VarLenFeature, FixedLenSequenceFeature, RaggedFeature,
+                SparseTensorValue, RaggedTensorValue)
+}

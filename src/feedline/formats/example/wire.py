@@ -74,7 +74,13 @@ class Malformed(Exception):
 
 
 class RawFeature(NamedTuple):
-    """A ``Feature`` located in a serialized message: ``kind`` and value byte ranges."""
+    """A ``Feature`` located in a serialized message: ``kind`` and value byte ranges.
+
+    >>> buf = encode_feature("bytes", [b"ab", b"c"])
+    >>> raw = parse_feature(buf, 0, len(buf))
+    >>> raw.kind, raw.chunks(buf), raw.nbytes()
+    ('bytes', [b'ab', b'c'], 3)
+    """
 
     kind: str | None
     starts: list[int]
@@ -219,7 +225,16 @@ def _list_ranges(buf: bytes, pos: int, end: int, kind: str, starts: list, ends: 
 def single_run(buf: bytes, pos: int, end: int) -> tuple[str, int, int] | None:
     """``(kind, start, end)`` when the ``Feature`` in ``buf[pos:end]`` is written the
     usual way with one value range (one packed run, or one bytes value), else ``None``
-    (then use :func:`parse_feature`)."""
+    (then use :func:`parse_feature`).
+
+    >>> buf = encode_feature("int64", np.array([1, 2, 3]))       # one packed varint run
+    >>> kind, start, end = single_run(buf, 0, len(buf))
+    >>> kind, list(buf[start:end])
+    ('int64', [1, 2, 3])
+    >>> buf = encode_feature("bytes", [b"a", b"b"])              # two values: no single run
+    >>> single_run(buf, 0, len(buf)) is None
+    True
+    """
     if end - pos < 4 or buf[pos + 2] != 0x0A:
         return None
     tag = buf[pos]
@@ -242,7 +257,13 @@ def single_run(buf: bytes, pos: int, end: int) -> tuple[str, int, int] | None:
 
 
 def parse_feature(buf: bytes, pos: int, end: int) -> RawFeature:
-    """Decode the ``Feature`` message in ``buf[pos:end]``."""
+    """Decode the ``Feature`` message in ``buf[pos:end]``.
+
+    >>> buf = encode_feature("float", np.array([1.5], dtype=np.float32))
+    >>> raw = parse_feature(buf, 0, len(buf))
+    >>> raw.kind, np.frombuffer(raw.chunks(buf)[0], "<f4").tolist()
+    ('float', [1.5])
+    """
     if pos == end:
         return EMPTY
     # Fast path: one list field holding one packed run (or nothing), as writers emit.
@@ -266,7 +287,12 @@ def parse_feature(buf: bytes, pos: int, end: int) -> RawFeature:
 
 
 def parse_feature_value(buf: bytes, value) -> RawFeature:
-    """Decode a ``Feature`` given as a ``(start, end)`` range or a :class:`Merged`."""
+    """Decode a ``Feature`` given as a ``(start, end)`` range or a :class:`Merged`.
+
+    >>> buf = encode_feature("int64", np.array([7]))
+    >>> parse_feature_value(buf, (0, len(buf))) == parse_feature(buf, 0, len(buf))
+    True
+    """
     if isinstance(value, Merged):
         return _feature_fields(buf, value)
     return parse_feature(buf, value[0], value[1])
@@ -295,7 +321,14 @@ def _feature_fields(buf: bytes, ranges) -> RawFeature:
 
 class Merged(tuple):
     """Several byte ranges of one message field that protobuf merges (a map entry whose
-    value field appears more than once); parse them in order as one message."""
+    value field appears more than once); parse them in order as one message.
+
+    >>> a, b = encode_feature("int64", np.array([1])), encode_feature("int64", np.array([2]))
+    >>> buf = a + b                    # the same field twice: protobuf merges the lists
+    >>> raw = parse_feature_value(buf, Merged([(0, len(a)), (len(a), len(buf))]))
+    >>> raw.kind, [list(c) for c in raw.chunks(buf)]
+    ('int64', [[1], [2]])
+    """
 
 
 def _utf8(key: bytes, pos: int) -> None:
@@ -384,7 +417,13 @@ def _features_into(buf: bytes, pos: int, end: int, out: dict, strict: bool = Fal
 def parse_features(buf: bytes, pos: int, end: int, *, example: bool, strict: bool = True) -> dict:
     """Return ``{key bytes: RawFeature}`` for an ``Example`` (``example=True``) or a bare
     ``Features`` message in ``buf[pos:end]``, in first-appearance order of the keys.
-    ``strict`` rejects feature names that are not UTF-8 (as protobuf does)."""
+    ``strict`` rejects feature names that are not UTF-8 (as protobuf does).
+
+    >>> buf = encode_example_bytes({"a": ("int64", np.array([5])), "b": ("bytes", [b"x"])})
+    >>> found = parse_features(buf, 0, len(buf), example=True)
+    >>> list(found), found[b"b"].chunks(buf)
+    ([b'a', b'b'], [b'x'])
+    """
     ranges = feature_ranges(buf, pos, end, example=example, strict=strict)
     return {k: parse_feature_value(buf, v) for k, v in ranges.items()}
 
@@ -431,7 +470,17 @@ def _check_feature_list(buf: bytes, ranges) -> None:
 def parse_sequence(buf: bytes, strict: bool = False) -> tuple[dict, dict]:
     """Decode a ``SequenceExample``: ``(context ranges, feature lists)`` where context is
     ``{key: (start, end)}`` of Feature messages and feature lists are ``{key: [(start,
-    end), ...]}``, one range per step."""
+    end), ...]}``, one range per step.
+
+    >>> buf = encode_sequence_bytes({"id": ("int64", np.array([7]))},
+    ...                             {"t": [("int64", np.array([1])), ("int64", np.array([2, 3]))]})
+    >>> context, lists = parse_sequence(buf)
+    >>> list(context), len(lists[b"t"])
+    ([b'id'], 2)
+    >>> start, end = lists[b"t"][1]
+    >>> [list(c) for c in parse_feature(buf, start, end).chunks(buf)]
+    [[2, 3]]
+    """
     context: dict = {}
     lists: dict = {}
     pos, end = 0, len(buf)
@@ -532,7 +581,11 @@ _FLOAT32 = np.dtype("<f4")
 
 
 def encode_varint(value: int) -> bytes:
-    """Varint of ``value`` taken modulo 2**64 (negative int64 use 10 bytes)."""
+    """Varint of ``value`` taken modulo 2**64 (negative int64 use 10 bytes).
+
+    >>> list(encode_varint(1)), list(encode_varint(300)), len(encode_varint(-1))
+    ([1], [172, 2], 10)
+    """
     if 0 <= value < 0x80:
         return _ONE_BYTE[value]
     value &= 0xFFFFFFFFFFFFFFFF
@@ -600,7 +653,13 @@ def _varints(values: np.ndarray) -> bytes:
 
 def encode_feature(kind: str | None, values, *, packed: bool = True) -> bytes:
     """Serialize one ``Feature``: ``kind`` ``"bytes"`` (a list of bytes), ``"float"``
-    or ``"int64"`` (numpy arrays), or ``None`` for an empty ``Feature``."""
+    or ``"int64"`` (numpy arrays), or ``None`` for an empty ``Feature``.
+
+    >>> encode_feature("int64", np.array([1, 2, 3])).hex()    # Feature{int64_list{packed 1, 2, 3}}
+    '1a050a03010203'
+    >>> encode_feature(None, None).hex()                      # an empty Feature
+    ''
+    """
     if kind is None:
         return b""
     if kind == "bytes":
@@ -646,7 +705,13 @@ def wrap_features(entries: list) -> bytes:
 
 
 def encode_example_bytes(features: dict, *, packed: bool = True) -> bytes:
-    """Serialize an ``Example`` from ``{name: (kind, values)}``."""
+    """Serialize an ``Example`` from ``{name: (kind, values)}``.
+
+    >>> from feedline.example import decode_example
+    >>> buf = encode_example_bytes({"a": ("int64", np.array([5])), "b": ("bytes", [b"x"])})
+    >>> decode_example(buf)
+    {'a': array([5]), 'b': [b'x']}
+    """
     if not features:
         return b""
     return _len_field(0x0A, _features_bytes(features, packed))
@@ -654,7 +719,14 @@ def encode_example_bytes(features: dict, *, packed: bool = True) -> bytes:
 
 def encode_sequence_bytes(context: dict, feature_lists: dict, *, packed: bool = True) -> bytes:
     """Serialize a ``SequenceExample`` from ``{name: (kind, values)}`` context features and
-    ``{name: [(kind, values), ...]}`` feature lists."""
+    ``{name: [(kind, values), ...]}`` feature lists.
+
+    >>> from feedline.example import decode_sequence_example
+    >>> buf = encode_sequence_bytes({"id": ("int64", np.array([7]))},
+    ...                             {"t": [("int64", np.array([1])), ("int64", np.array([2, 3]))]})
+    >>> decode_sequence_example(buf)
+    ({'id': array([7])}, {'t': [array([1]), array([2, 3])]})
+    """
     out = []
     if context:
         out.append(_len_field(0x0A, _features_bytes(context, packed)))

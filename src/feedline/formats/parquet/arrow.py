@@ -119,6 +119,16 @@ class TableFiles:
     a reopened Parquet file reads its footer again, an Arrow stream is read through
     again). Picklable: open files are dropped and reopened lazily in the process that
     reads. Reads are serialised by a lock, so threads may share one instance.
+
+    >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
+    >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
+    >>> files = TableFiles([path], columns=["x"])
+    >>> files.num_rows, files.num_fragments, files.fragment_rows, files.starts, files.column_names
+    (5, 3, [2, 2, 1], [0, 2, 4, 5], ['x'])
+    >>> files.read_fragment(1).column("x").to_pylist()
+    [2, 3]
+    >>> files.close()
     """
 
     #: files kept open at once

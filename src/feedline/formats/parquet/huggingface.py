@@ -70,6 +70,26 @@ def load_from_disk(path: str | os.PathLike, *, split: str | None = None,
     joins the 1,000-row record batches that ``save_to_disk`` writes for faster reading
     in order (see :class:`~feedline.formats.parquet.arrow.TableFiles`). A folder with neither
     ``state.json`` nor ``dataset_dict.json`` raises ``FileNotFoundError``.
+
+    >>> import os, tempfile, json, pyarrow as pa
+    >>> d = tempfile.mkdtemp()                       # a DatasetDict folder with one split
+    >>> os.mkdir(os.path.join(d, "train"))
+    >>> with pa.OSFile(os.path.join(d, "train", "data-00000-of-00001.arrow"), "wb") as f:
+    ...     with pa.ipc.new_stream(f, pa.schema([("t", pa.string()), ("l", pa.int64())])) as w:
+    ...         w.write_table(pa.table({"t": ["x", "y", "z"], "l": [0, 1, 0]}))
+    >>> with open(os.path.join(d, "train", "state.json"), "w") as f:
+    ...     json.dump({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}, f)
+    >>> with open(os.path.join(d, "dataset_dict.json"), "w") as f:
+    ...     json.dump({"splits": ["train"]}, f)
+    >>> splits = load_from_disk(d)
+    >>> list(splits), splits["train"].to_list()[0]
+    (['train'], {'t': 'x', 'l': 0})
+    >>> [b["l"].tolist() for b in load_from_disk(d, split="train", batch_size=2, columns=["l"])]
+    [[0, 1], [0]]
+    >>> load_from_disk(d, split="test")
+    Traceback (most recent call last):
+    ...
+    KeyError: ...
     """
     path = os.fspath(path)
     if batch_size is not None:

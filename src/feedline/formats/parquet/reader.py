@@ -142,7 +142,15 @@ class _TableDataset(RandomAccessDataset):
 
 
 class RowsDataset(_TableDataset):
-    """Rows as dicts of Python values; made by :func:`read_rows`."""
+    """Rows as dicts of Python values; made by :func:`read_rows`.
+
+    >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
+    >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
+    >>> ds = read_rows(path)
+    >>> type(ds).__name__, len(ds), ds[4]
+    ('RowsDataset', 5, {'x': 4, 's': 'e'})
+    """
 
     @property
     def name(self) -> str:
@@ -183,7 +191,15 @@ def _slice(columns: dict[str, Any], lo: int, hi: int) -> dict[str, np.ndarray]:
 
 
 class BatchesDataset(_TableDataset):
-    """Fixed-size batches as dicts of numpy arrays; made by :func:`read_batches`."""
+    """Fixed-size batches as dicts of numpy arrays; made by :func:`read_batches`.
+
+    >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
+    >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
+    >>> ds = read_batches(path, batch_size=3, columns=["s"])
+    >>> type(ds).__name__, [b["s"].tolist() for b in ds]
+    ('BatchesDataset', [['a', 'b', 'c'], ['d', 'e']])
+    """
 
     def __init__(self, files: TableFiles, cache_fragments: int, batch_size: int,
                  drop_last: bool) -> None:
@@ -224,11 +240,12 @@ class FragmentsDataset(_TableDataset):
     """Whole row groups / record batches as dicts of numpy arrays; made by
     :func:`read_fragments`.
 
-    ``on_error`` (``"raise"``, ``"skip"``, ``"warn"``) also applies to a fragment that
-    does not decode: under ``"skip"``/``"warn"`` it is read as a fragment of zero rows
-    (arrays of length 0 with the column's dtype, which :func:`rebatch` passes over) and
-    ``(path, fragment index)`` is appended to :attr:`skipped` — in the process that read
-    it (a worker process keeps its own list).
+    >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
+    >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
+    >>> ds = read_fragments(path)                    # one item per row group
+    >>> type(ds).__name__, [f["x"].tolist() for f in ds]
+    ('FragmentsDataset', [[0, 1], [2, 3], [4]])
     """
 
     def __init__(self, files: TableFiles, cache_fragments: int, on_error: str = "raise") -> None:
@@ -369,7 +386,15 @@ def rebatch(dataset: Dataset, batch_size: int, *, drop_last: bool = False) -> Re
 
 
 class RebatchDataset(Dataset):
-    """Fixed-size batches out of a stream of column batches; see :func:`rebatch`."""
+    """Fixed-size batches out of a stream of column batches; see :func:`rebatch`.
+
+    >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
+    >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
+    >>> ds = rebatch(read_fragments(path), 4)
+    >>> type(ds).__name__, [b["x"].tolist() for b in ds]
+    ('RebatchDataset', [[0, 1, 2, 3], [4]])
+    """
 
     def __init__(self, parent: Dataset, batch_size: int, drop_last: bool) -> None:
         super().__init__()

@@ -67,6 +67,18 @@ class ParquetWriter(Abortable):
     ``row_group_size``: rows per row group (positive int). ``compression``: one of
     :data:`COMPRESSIONS`. ``schema``: a ``pyarrow.Schema`` (default: inferred).
     ``storage_options``: for fsspec URLs (the temporary object is moved onto ``path``).
+
+    >>> import os, tempfile, pyarrow.parquet as pq
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.parquet")
+    >>> with ParquetWriter(path, row_group_size=2) as w:
+    ...     w.write({"id": 1, "name": "a"})
+    ...     w.write({"id": 2, "name": "b"})
+    ...     w.write_batch({"id": [3], "name": ["c"]})
+    >>> pq.read_table(path).to_pydict(), pq.ParquetFile(path).num_row_groups
+    ({'id': [1, 2, 3], 'name': ['a', 'b', 'c']}, 2)
+    >>> w = ParquetWriter(path + ".tmp-demo"); w.write({"id": 1}); w.abort()
+    >>> os.path.exists(path + ".tmp-demo")           # abort leaves nothing behind
+    False
     """
 
     def __init__(self, path: str | os.PathLike, *, row_group_size: int = 65536,

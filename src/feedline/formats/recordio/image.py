@@ -26,6 +26,13 @@ class IRHeader(NamedTuple):
     ``flag``: 0 for a scalar ``label``; the number of labels when ``label`` is an array.
     ``label``: a float, or a float32 array when ``flag > 0``. ``id``/``id2``: the record
     id (low and high 64 bits).
+
+    >>> h = IRHeader(flag=0, label=3.0, id=7, id2=0)
+    >>> unpack(pack(h, b"payload"))
+    (IRHeader(flag=0, label=3.0, id=7, id2=0), b'payload')
+    >>> multi, _ = unpack(pack(IRHeader(0, [1.0, 2.0], 8, 0), b""))
+    >>> multi.flag, multi.label.tolist()
+    (2, [1.0, 2.0])
     """
 
     flag: int
@@ -155,6 +162,15 @@ def unpack_img(record: bytes, *, color_order: str = "rgb") -> tuple[IRHeader, np
     ``ImageRecordIter`` uses). Decoding is :func:`feedline.image.decode` (JPEG through
     libjpeg-turbo with OpenCV's accurate DCT and upsampling, other formats through
     Pillow); an undecodable payload raises :class:`~feedline.exceptions.DecodeError`.
+
+    >>> import numpy as np
+    >>> img = np.zeros((2, 3, 3), np.uint8); img[..., 2] = 200      # blue in RGB
+    >>> record = pack_img(IRHeader(0, 5.0, 1, 0), img, img_fmt=".png")
+    >>> header, rgb = unpack_img(record)
+    >>> header.label, rgb.shape, rgb[0, 0].tolist()
+    (5.0, (2, 3, 3), [0, 0, 200])
+    >>> unpack_img(record, color_order="bgr")[1][0, 0].tolist()   # MXNet's (OpenCV) order
+    [200, 0, 0]
     """
     color_order = one_of("color_order", color_order, ("rgb", "bgr"))
     header, data = unpack(record)

@@ -264,7 +264,11 @@ class IndexedRecordIO(Closeable):
 
 
 def default_idx_path(rec_path: str | os.PathLike) -> str:
-    """``x.rec`` -> ``x.idx`` (as im2rec names them); other names get ``.idx`` appended."""
+    """``x.rec`` -> ``x.idx`` (as im2rec names them); other names get ``.idx`` appended.
+
+    >>> default_idx_path("data/train.rec"), default_idx_path("data/train.bin")
+    ('data/train.idx', 'data/train.bin.idx')
+    """
     rec_path = os.fspath(rec_path)
     root, ext = os.path.splitext(rec_path)
     return root + ".idx" if ext == ".rec" else rec_path + ".idx"

@@ -33,6 +33,16 @@ class TFRecordIndex:
     ``offsets[i]`` is the byte offset of record ``i``'s frame, ``lengths[i]`` its data
     length (both uint64 arrays); ``file_size`` and ``compression`` describe the indexed
     file. See the module docstring for the on-disk format.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> index = TFRecordIndex(np.array([0, 20], dtype=np.uint64), np.array([4, 7], dtype=np.uint64),
+    ...                       file_size=43)
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.tfrecord.index")
+    >>> index.save(path)
+    >>> loaded = TFRecordIndex.load(path)
+    >>> loaded.offsets.tolist(), loaded.lengths.tolist(), loaded.file_size, loaded.compression
+    ([0, 20], [4, 7], 43, None)
     """
 
     def __init__(

@@ -44,6 +44,15 @@ class TFRecordFile(Closeable):
     The file must be local (a path or a ``file://`` URL): positional reads need a file
     descriptor, and a remote URL raises ``ValueError``. Read remote files sequentially
     with :func:`feedline.tfrecord.read` (``storage_options=...``), or copy them first.
+
+    >>> import os, tempfile
+    >>> from feedline.tfrecord import write
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+    >>> _ = write(path, [b"zero", b"one", b"two"])
+    >>> f = TFRecordFile(path)
+    >>> len(f), f[1], f[-1], f[[2, 0]]
+    (3, b'one', b'two', [b'two', b'zero'])
+    >>> f.close()
     """
 
     def __init__(

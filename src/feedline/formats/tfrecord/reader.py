@@ -59,6 +59,14 @@ def detect_compression(
     An uncompressed file is recognised by its first header's length CRC; otherwise the
     gzip magic or a zlib header decides; an empty or unrecognisable file gives ``None``
     (reading it then reports what is wrong).
+
+    >>> import os, tempfile
+    >>> from feedline.tfrecord import write
+    >>> d = tempfile.mkdtemp()
+    >>> _ = write(os.path.join(d, "p.tfrecord"), [b"a"])
+    >>> _ = write(os.path.join(d, "g.tfrecord"), [b"a"], compression="GZIP")
+    >>> detect_compression(os.path.join(d, "p.tfrecord")), detect_compression(os.path.join(d, "g.tfrecord"))
+    (None, 'GZIP')
     """
     with open_file(path, "rb", storage_options=storage_options) as f:
         return _detect(f)
@@ -200,6 +208,21 @@ class TFRecordReader(DatasetIterator[bytes]):
     ``get_state()`` returns ``{"type": "tfrecord", "offset", "index", "skipped",
     "skipped_bytes"}``: the byte offset (in the uncompressed stream) and index of the
     next record. ``next_batch(n)`` returns up to ``n`` records at once.
+
+    >>> import os, tempfile
+    >>> from feedline.tfrecord import write
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+    >>> _ = write(path, [b"a", b"bb", b"ccc"], compression="ZLIB")
+    >>> r = TFRecordReader(path)
+    >>> next(r), r.compression
+    (b'a', 'ZLIB')
+    >>> state = r.get_state(); r.close()
+    >>> state["index"], state["offset"]
+    (1, 17)
+    >>> r2 = TFRecordReader(path); r2.set_state(state)
+    >>> r2.next_batch(5)
+    [b'bb', b'ccc']
+    >>> r2.close()
     """
 
     def __init__(
@@ -499,6 +522,14 @@ def read(
     ``path`` may be a URL (``s3://``, ``gs://``, ``memory://``, ``file://``) read
     through fsspec with ``storage_options``. See :class:`TFRecordReader` for the
     options; the iterator is also a context manager.
+
+    >>> import os, tempfile
+    >>> from feedline.tfrecord import write
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+    >>> _ = write(path, [b"x", b"y"], compression="GZIP")
+    >>> with read(path) as records:
+    ...     list(records)
+    [b'x', b'y']
     """
     return TFRecordReader(
         path,
@@ -512,7 +543,17 @@ def read(
 
 class TFRecordBatchReader(DatasetIterator[list]):
     """Iterator of lists of ``batch_size`` records from one TFRecord file (the last may be
-    shorter unless ``drop_remainder``). State is the underlying reader's."""
+    shorter unless ``drop_remainder``). State is the underlying reader's.
+
+    >>> import os, tempfile
+    >>> from feedline.tfrecord import write
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+    >>> _ = write(path, [b"%d" % i for i in range(5)])
+    >>> list(TFRecordBatchReader(path, 2))
+    [[b'0', b'1'], [b'2', b'3'], [b'4']]
+    >>> list(TFRecordBatchReader(path, 2, drop_remainder=True))
+    [[b'0', b'1'], [b'2', b'3']]
+    """
 
     def __init__(
         self,
@@ -566,6 +607,13 @@ def read_batches(
     The fast path: records are cut from a large reusable buffer, runs of equal-length
     frames are checked with numpy, and no Python object is made per framing step. Same
     options (``storage_options`` included) and errors as :func:`read`.
+
+    >>> import os, tempfile
+    >>> from feedline.tfrecord import write
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+    >>> _ = write(path, [b"%d" % i for i in range(5)])
+    >>> list(read_batches(path, 3))
+    [[b'0', b'1', b'2'], [b'3', b'4']]
     """
     return TFRecordBatchReader(
         path,
@@ -583,7 +631,16 @@ def read_batches(
 
 def scan_index(path: str, *, compression: Any, verify: bool, on_error: str) -> TFRecordIndex:
     """Read the TFRecord file ``path`` once and return its :class:`TFRecordIndex`
-    (nothing is written); :func:`build_index` saves one."""
+    (nothing is written); :func:`build_index` saves one.
+
+    >>> import os, tempfile
+    >>> from feedline.tfrecord import write
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+    >>> _ = write(path, [b"a", b"bcd"])
+    >>> index = scan_index(path, compression=None, verify=True, on_error="raise")
+    >>> index.offsets.tolist(), index.lengths.tolist(), index.file_size
+    ([0, 17], [1, 3], 36)
+    """
     reader = TFRecordReader(path, compression=compression, verify=verify, on_error=on_error)
     reader._index_loaded = True  # never resynchronise by an index while building one
     offsets: list[np.ndarray] = []

@@ -53,7 +53,11 @@ _RUN_MIN = 8  # try the vectorised path when at least this many equal frames may
 
 
 def mask(crc: int) -> int:
-    """TFRecord's CRC masking: rotate right by 15 bits and add a constant (mod 2**32)."""
+    """TFRecord's CRC masking: rotate right by 15 bits and add a constant (mod 2**32).
+
+    >>> mask(0) == MASK_DELTA, hex(mask(1))              # 1 rotated right by 15, plus the delta
+    (True, '0xa284ead8')
+    """
     return (((crc >> 15) | (crc << 17)) + MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -72,7 +76,12 @@ def _mask_array(crcs: np.ndarray) -> np.ndarray:
 
 
 def frame(data: bytes) -> bytes:
-    """Return the complete frame of one record (what the writer emits for ``data``)."""
+    """Return the complete frame of one record (what the writer emits for ``data``).
+
+    >>> f = frame(b"ab")
+    >>> len(f), f[:8] == (2).to_bytes(8, "little"), f[12:14]     # length, its CRC, data, data CRC
+    (18, True, b'ab')
+    """
     data = bytes(data)
     length = _U64.pack(len(data))
     return b"".join((length, _U32.pack(masked_crc(length)), data, _U32.pack(masked_crc(data))))
@@ -85,6 +94,10 @@ class Problem(NamedTuple):
     more, or the file is truncated), ``"length_crc"`` (the length field fails its CRC) or
     ``"data_crc"`` (the payload fails its CRC). ``length`` is the frame's declared
     payload length, or ``None`` when fewer than 12 bytes were available.
+
+    >>> buf = frame(b"ab") + frame(b"cde")
+    >>> scan(buf[:-2], 0, len(buf) - 2, 10, True)[3]      # the second frame is cut short
+    Problem(kind='partial', pos=18, length=3)
     """
 
     kind: str
@@ -230,6 +243,14 @@ def scan(buf, pos: int, end: int, limit: int, verify: bool):
     CRCs of all walked frames (computed from the lengths by table lookups), the cutting
     of payloads, and the data CRCs (one C call per payload, compared as an array). The
     first failure truncates the result there.
+
+    >>> buf = frame(b"ab") + frame(b"cde")
+    >>> records, offsets, new_pos, problem = scan(buf, 0, len(buf), 10, True)
+    >>> records, offsets.tolist(), new_pos, problem
+    ([b'ab', b'cde'], [0, 18], 37, None)
+    >>> damaged = bytearray(buf); damaged[-1] ^= 1         # flip a bit of the last data CRC
+    >>> scan(bytes(damaged), 0, len(buf), 10, True)[::3]
+    ([b'ab'], Problem(kind='data_crc', pos=18, length=3))
     """
     offsets, lengths, runs, stop, partial = _walk(buf, pos, end, limit)
     n = len(offsets)
@@ -280,8 +301,12 @@ def _window_tables() -> tuple[np.ndarray, int]:
 
 def find_header(buf, start: int, end: int) -> int:
     """First position ``p`` in ``[start, end - 12]`` where a frame header's length CRC
-    checks (vectorised over windows that start at 4 KiB and double, so that a header
-    close to ``start`` is found without checking the whole buffer), or ``-1``."""
+    checks (vectorised over the window), or ``-1``.
+
+    >>> buf = b"junk" + frame(b"ab")
+    >>> find_header(buf, 0, len(buf)), find_header(b"no frame here at all", 0, 20)
+    (4, -1)
+    """
     step = 1 << 12
     while True:
         stop = min(end, start + step + HEADER - 1)

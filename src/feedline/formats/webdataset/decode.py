@@ -66,6 +66,12 @@ def decode_sample(sample: dict[str, Any], *, fields: Iterable[str] | None = None
 
     ``fields``: decode only these extensions (``None``: every known one); ``image_mode``
     is passed to :func:`feedline.image.decode` (``"RGB"`` or ``"L"``).
+
+    >>> raw = {"__key__": "k", "json": b"[1, 2]", "cls": b"3", "txt": b"hi"}
+    >>> decode_sample(raw)
+    {'__key__': 'k', 'json': [1, 2], 'cls': 3, 'txt': 'hi'}
+    >>> decode_sample(raw, fields=["cls"])["cls"], raw["cls"]          # a new dict; the input is unchanged
+    (3, b'3')
     """
     wanted = None if fields is None else set(fields)
     out: dict[str, Any] = {}

@@ -155,7 +155,20 @@ class IndexedTarShards(RandomAccessDataset):
     (local ``pread`` or a ranged GET) and decoded when ``decode`` is set (``True`` or a
     list of extensions, see :mod:`feedline.formats.webdataset.decode`). Shards without
     an index are indexed first (``build_index``; remote ones need write access beside
-    them, or build the indexes beforehand)."""
+    them, or build the indexes beforehand).
+
+    >>> import os, tempfile
+    >>> from feedline.formats.webdataset.writer import ShardWriter
+    >>> d = tempfile.mkdtemp()
+    >>> with ShardWriter(os.path.join(d, "train-%06d.tar"), maxcount=2, index=True) as w:
+    ...     for i in range(4):
+    ...         _ = w.write({"__key__": f"s{i}", "txt": f"text {i}", "cls": i})
+    >>> urls = os.path.join(d, "train-{000000..000001}.tar")          # two shards of two samples
+    >>> from feedline.formats.webdataset.reader import expand_urls
+    >>> samples = IndexedTarShards(expand_urls(urls), decode=["cls"])
+    >>> len(samples), samples[3]["__key__"], samples[3]["cls"], samples[3]["txt"]
+    (4, 's3', 3, b'text 3')
+    """
 
     def __init__(self, shards: Sequence[str | os.PathLike], *, decode: Any = False,
                  image_mode: str = "RGB", storage_options: dict | None = None) -> None:

@@ -160,7 +160,19 @@ class _GzipOwning:
 
 class TarShards(Dataset):
     """The samples of this part's tar shards; built by :func:`read` (see the module
-    docstring for every option)."""
+    docstring for every option).
+
+    >>> import os, tempfile
+    >>> from feedline.formats.webdataset.writer import ShardWriter
+    >>> d = tempfile.mkdtemp()
+    >>> with ShardWriter(os.path.join(d, "train-%06d.tar"), maxcount=2, index=True) as w:
+    ...     for i in range(4):
+    ...         _ = w.write({"__key__": f"s{i}", "txt": f"text {i}", "cls": i})
+    >>> urls = os.path.join(d, "train-{000000..000001}.tar")          # two shards of two samples
+    >>> ds = read(urls, shuffle_shards=True, seed=0)
+    >>> type(ds).__name__, sorted(os.path.basename(u) for u in ds.shard_order(0))
+    ('TarShards', ['train-000000.tar', 'train-000001.tar'])
+    """
 
     def __init__(self, shards: list[str], *, part: int, parts: int, shuffle_shards: bool,
                  seed: int | None, decode: Any, image_mode: str, on_error: str,
@@ -200,7 +212,20 @@ class TarShards(Dataset):
 
 
 class TarShardsIterator(DatasetIterator[dict]):
-    """Iterator of :class:`TarShards`; ``skipped`` counts damaged stretches left out."""
+    """Iterator of :class:`TarShards`; ``skipped`` counts damaged stretches left out.
+
+    >>> import os, tempfile
+    >>> from feedline.formats.webdataset.writer import ShardWriter
+    >>> d = tempfile.mkdtemp()
+    >>> with ShardWriter(os.path.join(d, "train-%06d.tar"), maxcount=2, index=True) as w:
+    ...     for i in range(4):
+    ...         _ = w.write({"__key__": f"s{i}", "txt": f"text {i}", "cls": i})
+    >>> urls = os.path.join(d, "train-{000000..000001}.tar")          # two shards of two samples
+    >>> ds = read(urls, decode=True)
+    >>> it = ds.iterator(); _ = next(it)
+    >>> [s["__key__"] for s in ds.iterator(it.get_state())]           # resume after the first sample
+    ['s1', 's2', 's3']
+    """
 
     def __init__(self, ds: TarShards, order: list[str]) -> None:
         self._ds = ds
@@ -356,7 +381,20 @@ def read(urls: Any, *, rank: int | None = None, world_size: int | None = None,
          cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
          read_ahead: bool | None = None) -> TarShards:
     """The samples of WebDataset tar shards as a :class:`~feedline.Dataset`; see the
-    module docstring. ``rank``/``world_size`` default as in :func:`feedline.split`."""
+    module docstring. ``rank``/``world_size`` default as in :func:`feedline.split`.
+
+    >>> import os, tempfile
+    >>> from feedline.formats.webdataset.writer import ShardWriter
+    >>> d = tempfile.mkdtemp()
+    >>> with ShardWriter(os.path.join(d, "train-%06d.tar"), maxcount=2, index=True) as w:
+    ...     for i in range(4):
+    ...         _ = w.write({"__key__": f"s{i}", "txt": f"text {i}", "cls": i})
+    >>> urls = os.path.join(d, "train-{000000..000001}.tar")          # two shards of two samples
+    >>> [(s["__key__"], s["cls"]) for s in read(urls, decode=True)]
+    [('s0', 0), ('s1', 1), ('s2', 2), ('s3', 3)]
+    >>> [s["__key__"] for s in read(urls, rank=1, world_size=2)]      # rank 1 of 2: the second shard
+    ['s2', 's3']
+    """
     from feedline.io.split import resolve_rank_world
 
     rank, world_size = resolve_rank_world(rank, world_size)

@@ -63,6 +63,27 @@ class Checkpointer(RunnerItem):
 
     Counters: ``saved`` — files written by this item; ``restored_from`` — the path it
     resumed from, or ``None``; ``last_path`` — the newest file it wrote.
+
+    >>> import os, tempfile, numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import CreateModel, LocalUpdater, Counter, DataProvider, TrainOps
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> d = tempfile.mkdtemp()
+    >>> def trainer(checkpointer):
+    ...     return Runner([CreateModel(net), LocalUpdater(), checkpointer, Counter(),
+    ...                    DataProvider(data), TrainOps()])
+    >>> first = Checkpointer(d)                          # one checkpoint at every pass end
+    >>> with trainer(first) as runner:
+    ...     _ = runner.run(2)
+    >>> first.saved, os.path.basename(first.last_path)
+    (2, 'checkpoint-p0002-s000000004.flc')
+    >>> again = Checkpointer(d, resume="latest")
+    >>> with trainer(again) as runner:
+    ...     os.path.basename(again.restored_from), runner.context.pass_id, runner.context.global_step
+    ('checkpoint-p0002-s000000004.flc', 2, 4)
     """
 
     def __init__(

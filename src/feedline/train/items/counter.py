@@ -47,7 +47,24 @@ _FIELDS = ("pass_id", "batch_id", "global_step", "samples_seen")
 
 
 class Counter(RunnerItem):
-    """Counts passes, batches, steps and samples; see the module docstring."""
+    """Counts passes, batches, steps and samples; see the module docstring.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> with trainer() as runner:
+    ...     _ = runner.run(2)
+    >>> c = runner.context
+    >>> c.pass_id, c.global_step, c.samples_seen
+    (2, 4, 8)
+    """
 
     state_key = "counter"
 

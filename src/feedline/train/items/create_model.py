@@ -34,7 +34,14 @@ __all__ = ["CreateModel", "resolve_device"]
 
 def resolve_device(device: Any = None) -> torch.device:
     """``device`` as a ``torch.device``; ``None`` picks ``cuda:<local rank>`` when CUDA is
-    available, else the CPU."""
+    available, else the CPU.
+
+    >>> import torch
+    >>> resolve_device("cpu")
+    device(type='cpu')
+    >>> resolve_device(None) == (torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu"))
+    True
+    """
     if device is None:
         if torch.cuda.is_available():
             return torch.device("cuda", local_rank() % torch.cuda.device_count())
@@ -51,6 +58,21 @@ class CreateModel(RunnerItem):
     every process and every run starts from the same parameters.
     ``data_parallel``: wrap the model in ``DistributedDataParallel`` when
     ``torch.distributed`` is initialized with more than one process (default).
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> with Runner([CreateModel(net, device="cpu", seed=0)]) as a, Runner([CreateModel(net, seed=0)]) as b:
+    ...     same = torch.equal(a.context.model.weight, b.context.model.weight)
+    >>> type(a.context.model).__name__, a.context.device, same
+    ('Linear', device(type='cpu'), True)
     """
 
     state_key = "model"

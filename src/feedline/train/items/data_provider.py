@@ -147,7 +147,13 @@ def provider_dataset(method: Any, file_list: Any, *, input_types: Any = None,
 
 
 def as_dataset(data: Any) -> Dataset:
-    """``data`` as a :class:`Dataset`: itself, or a stream over a reader's calls."""
+    """``data`` as a :class:`Dataset`: itself, or a stream over a reader's calls.
+
+    >>> from feedline import Dataset
+    >>> ds = Dataset.range(3)
+    >>> as_dataset(ds) is ds, as_dataset(lambda: iter("ab")).to_list()
+    (True, ['a', 'b'])
+    """
     if isinstance(data, Dataset):
         return data
     if callable(data):
@@ -189,6 +195,22 @@ class DataProvider(RunnerItem):
     pass ``last_stats`` holds its :class:`~feedline.runtime.stats.StatsReport`.
     ``state_key``: checkpoint entry name (testers use ``None``: they always start a pass
     from the beginning).
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> with trainer() as runner:
+    ...     _ = runner.run(1)
+    ...     batch = runner.context.inputs
+    >>> runner.context.batches_per_pass, sorted(batch), batch["x"].shape
+    (2, ['label', 'x'], torch.Size([2, 2]))
     """
 
     state_key: str | None = "data"

@@ -42,7 +42,29 @@ __all__ = ["EarlyStopping"]
 
 
 class EarlyStopping(RunnerItem):
-    """Stops training after ``patience`` passes without improvement; see the module docstring."""
+    """Stops training after ``patience`` passes without improvement; see the module docstring.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> stop = EarlyStopping("train.cost", patience=1, min_delta=100.0)   # nothing counts as better
+    >>> with trainer(stop) as runner:
+    ...     runner.run(10)                         # stops after the pass without improvement
+    2
+    >>> stop.best_pass, stop.stopped_pass
+    (0, 1)
+    >>> EarlyStopping("cost")
+    Traceback (most recent call last):
+    ...
+    ValueError: `monitor` must be 'test.<name>' or 'train.<name>' (e.g. 'test.cost'), got 'cost'
+    """
 
     state_key = "early_stopping"
 

@@ -40,7 +40,24 @@ __all__ = ["EventHandler"]
 
 
 class EventHandler(RunnerItem):
-    """Calls ``handler(event)``; see the module docstring."""
+    """Calls ``handler(event)``; see the module docstring.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> seen = []
+    >>> with trainer(EventHandler(lambda event: seen.append(type(event).__name__))) as runner:
+    ...     _ = runner.run(1)
+    >>> seen
+    ['BeginPass', 'BeginIteration', 'EndIteration', 'BeginIteration', 'EndIteration', 'EndPass']
+    """
 
     def __init__(self, handler: Callable[[Any], Any], *, all_ranks: bool = False) -> None:
         self.handler = callable_arg("handler", handler)

@@ -32,7 +32,24 @@ __all__ = ["History"]
 
 
 class History(RunnerItem):
-    """Records pass results; see the module docstring. Counters: ``passes``."""
+    """Records pass results; see the module docstring. Counters: ``passes``.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> history = History()
+    >>> with trainer(history) as runner:
+    ...     _ = runner.run(2)
+    >>> [(p.pass_id, sorted(p.metrics), p.test) for p in history.passes]
+    [(0, ['accuracy'], None), (1, ['accuracy'], None)]
+    """
 
     def __init__(self) -> None:
         self.passes: list[EndPass] = []

@@ -71,7 +71,26 @@ class _CsvLog:
 
 
 class MetricsLogger(RunnerItem):
-    """CSV (and TensorBoard) logs of costs and metrics; see the module docstring."""
+    """CSV (and TensorBoard) logs of costs and metrics; see the module docstring.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> import csv, os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with trainer(MetricsLogger(d)) as runner:
+    ...     _ = runner.run(2)
+    >>> rows = list(csv.DictReader(open(os.path.join(d, "passes.csv"))))
+    >>> os.listdir(d), [(r["pass_id"], r["global_step"], r["samples_seen"]) for r in rows]
+    (['passes.csv'], [('0', '2', '4'), ('1', '4', '8')])
+    """
 
     def __init__(self, directory: str | os.PathLike, *, csv: bool = True, tensorboard: bool = False,
                  every_n_batches: int | None = None) -> None:

@@ -82,7 +82,21 @@ logger = logging.getLogger(__name__)
 class CreateGradientMachine(CreateModel):
     """PaddlePaddle's name for :class:`~feedline.train.items.CreateModel`: build
     ``network``'s model. ``local`` is accepted for compatibility (training is always
-    local or ``torch.distributed``); other keywords go to ``CreateModel``."""
+    local or ``torch.distributed``); other keywords go to ``CreateModel``.
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> with Runner([CreateGradientMachine(net, local=True, device="cpu")]) as runner:
+    ...     type(runner.context.model).__name__, runner.context.device
+    ('Linear', device(type='cpu'))
+    """
 
     def __init__(self, network: Network, local: bool = True, **kwargs: Any) -> None:
         super().__init__(network, **kwargs)
@@ -91,7 +105,27 @@ class CreateGradientMachine(CreateModel):
 
 class BasicLocalParameterUpdater(LocalUpdater):
     """PaddlePaddle's name for :class:`~feedline.train.items.LocalUpdater`; ``network``
-    (optional) is checked to be the one the runner trains."""
+    (optional) is checked to be the one the runner trains.
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> with Runner([CreateGradientMachine(net), BasicLocalParameterUpdater(net)]) as runner:
+    ...     type(runner.context.optimizer).__name__
+    'SGD'
+    >>> other = network(inputs={"x": data_type.dense_vector(2)}, cost=None)(torch.nn.Linear(2, 1))
+    >>> with Runner([CreateGradientMachine(net), BasicLocalParameterUpdater(other)]) as runner:
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    ValueError: BasicLocalParameterUpdater was made for ...
+    """
 
     def __init__(self, network: Network | None = None) -> None:
         super().__init__()
@@ -113,7 +147,25 @@ class BasicLocalParameterUpdaterOps(RunnerItem):
     """The pass and batch steps of the updater already on the context
     (``context.updater``): ``start_pass``/``finish_pass`` around each pass,
     ``start_batch`` before and ``finish_batch`` after each batch that ran (not after the
-    end of the data)."""
+    end of the data).
+
+    >>> from types import SimpleNamespace
+    >>> from feedline.train import Runner, RunnerItem
+    >>> calls = []
+    >>> class Recorder:                           # stands in for context.updater
+    ...     def __getattr__(self, name): return lambda: calls.append(name)
+    >>> class TwoBatches(RunnerItem):
+    ...     def initialize(self, context, next_callback):
+    ...         context.updater, context.n = Recorder(), 0
+    ...         next_callback(context)
+    ...     def on_batch_begin(self, next_callback):
+    ...         self.context.n += 1
+    ...         return self.context.n > 2 or next_callback()
+    >>> with Runner([BasicLocalParameterUpdaterOps(), TwoBatches()]) as runner:
+    ...     _ = runner.run_one_pass()
+    >>> calls
+    ['start_pass', 'start_batch', 'finish_batch', 'start_batch', 'finish_batch', 'start_batch', 'finish_pass']
+    """
 
     def on_pass_begin(self, next_callback: Any) -> None:
         self.context.updater.start_pass()
@@ -136,24 +188,89 @@ class BasicLocalParameterUpdaterOps(RunnerItem):
 
 class BasicGradientMachineTrainOps(TrainOps):
     """PaddlePaddle's name for :class:`~feedline.train.items.TrainOps` (forward,
-    backward and update on every batch)."""
+    backward and update on every batch).
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> with Runner([CreateGradientMachine(net, seed=0), BasicLocalParameterUpdater(), Counter(),
+    ...              BasicPaddleTrainerDataProvider(net, process, ["part-0"]),
+    ...              BasicGradientMachineTrainOps()]) as runner:
+    ...     runner.run_one_pass(), runner.context.global_step, sorted(runner.context.pass_metrics)
+    (2, 2, ['accuracy'])
+    """
 
 
 class BasicGradientMachineTestOps(TestOps):
     """PaddlePaddle's name for :class:`~feedline.train.items.TestOps` (evaluation with the
-    averaged parameters swapped in)."""
+    averaged parameters swapped in).
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> with Runner([CreateGradientMachine(net), BasicPaddleTestDataProvider(net, process, ["f"]),
+    ...              BasicGradientMachineTestOps()]) as tester:
+    ...     _ = tester.run_one_pass()
+    ...     tester.context.test_result.samples
+    4
+    """
 
     __test__ = False
 
 
 class InheritGradientMachineUpdater(InheritModel):
     """PaddlePaddle's name for :class:`~feedline.train.items.InheritModel`: a sub-runner
-    uses its parent's model, updater and pass id."""
+    uses its parent's model, updater and pass id.
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> with Runner([CreateGradientMachine(net), BasicLocalParameterUpdater()]) as runner:
+    ...     sub = Runner([InheritGradientMachineUpdater()])
+    ...     sub.initialize(runner.context)
+    ...     sub.context.model is runner.context.model, sub.context.updater is runner.context.updater
+    ...     sub.finalize()
+    (True, True)
+    """
 
 
 class BasicDataProviderOps(DataProvider):
     """PaddlePaddle's name for :class:`~feedline.train.items.DataProvider`: reads and feeds
-    one batch per ``on_batch_begin``; the end of the data ends the pass."""
+    one batch per ``on_batch_begin``; the end of the data ends the pass.
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> from feedline import Dataset
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0]], np.array([0, 1, 0]))
+    >>> with Runner([CreateGradientMachine(net), Counter(), BasicDataProviderOps(data)]) as runner:
+    ...     runner.run_one_pass(), runner.context.samples_seen      # batches of 2, then 1
+    (2, 3)
+    """
 
 
 def _provider_item(is_train: bool) -> type:
@@ -174,17 +291,74 @@ def _provider_item(is_train: bool) -> type:
 class BasicPaddleTrainerDataProvider(_provider_item(True)):  # type: ignore[misc]
     """Training data from a data provider function: ``method`` applied to each file of
     ``file_list`` (:func:`~feedline.train.items.provider_dataset`), batched by
-    ``batch_size`` (default: the network's). Other keywords go to ``DataProvider``."""
+    ``batch_size`` (default: the network's). Other keywords go to ``DataProvider``.
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> with Runner([CreateGradientMachine(net), Counter(),
+    ...              BasicPaddleTrainerDataProvider(net, process, ["a", "b"], batch_size=4)]) as runner:
+    ...     runner.run_one_pass(), runner.context.samples_seen   # 4 samples from each of 2 files
+    (2, 8)
+    """
 
 
 class BasicPaddleTestDataProvider(_provider_item(False)):  # type: ignore[misc]
     """Test data from a data provider function (``settings.is_train`` is false; no
-    checkpoint entry); as :class:`BasicPaddleTrainerDataProvider` otherwise."""
+    checkpoint entry); as :class:`BasicPaddleTrainerDataProvider` otherwise.
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> def labelled(settings, filename):
+    ...     yield {"x": [0.0, 1.0], "label": int(settings.is_train)}
+    >>> provider = BasicPaddleTestDataProvider(net, labelled, ["f"], batch_size=1)
+    >>> with Runner([CreateGradientMachine(net), provider]) as runner:
+    ...     _ = runner.run_one_pass()
+    ...     runner.context.inputs["label"].tolist()       # settings.is_train was False
+    [0]
+    """
 
 
 class BatchEvaluate(RunnerItem):
     """Log ``prefix``, pass id, batch id, cost and metrics after every batch (INFO on
-    this module's logger)."""
+    this module's logger).
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> import logging
+    >>> records = []
+    >>> class Keep(logging.Handler):
+    ...     def emit(self, record): records.append(record.getMessage())
+    >>> log = logging.getLogger("feedline.train.items.paddle_items"); keep = Keep()
+    >>> log.addHandler(keep); old = log.level; log.setLevel(logging.INFO)
+    >>> with Runner([CreateGradientMachine(net), BasicLocalParameterUpdater(), Counter(),
+    ...              BasicPaddleTrainerDataProvider(net, process, ["f"]), BatchEvaluate("train: "),
+    ...              BasicGradientMachineTrainOps()]) as runner:
+    ...     _ = runner.run_one_pass()
+    >>> log.removeHandler(keep); log.setLevel(old)
+    >>> [r.split(" Cost=")[0] for r in records]
+    ['train: Pass=0, Batch=0', 'train: Pass=0, Batch=1']
+    """
 
     def __init__(self, prefix: str | None = None) -> None:
         self.prefix = prefix or ""
@@ -201,7 +375,31 @@ class BatchEvaluate(RunnerItem):
 
 class PassEvaluate(RunnerItem):
     """Log ``prefix``, pass id, the pass's mean cost and metrics (or its test result)
-    after every pass (INFO on this module's logger)."""
+    after every pass (INFO on this module's logger).
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> import logging
+    >>> records = []
+    >>> class Keep(logging.Handler):
+    ...     def emit(self, record): records.append(record.getMessage())
+    >>> log = logging.getLogger("feedline.train.items.paddle_items"); keep = Keep()
+    >>> log.addHandler(keep); old = log.level; log.setLevel(logging.INFO)
+    >>> with Runner([CreateGradientMachine(net), BasicLocalParameterUpdater(), Counter(),
+    ...              BasicPaddleTrainerDataProvider(net, process, ["f"]), PassEvaluate(),
+    ...              BasicGradientMachineTrainOps()]) as runner:
+    ...     _ = runner.run(2)
+    >>> log.removeHandler(keep); log.setLevel(old)
+    >>> [r.split(" Cost=")[0] for r in records]
+    ['Pass=0', 'Pass=1']
+    """
 
     def __init__(self, prefix: str | None = None) -> None:
         self.prefix = prefix or ""
@@ -218,7 +416,26 @@ class PassEvaluate(RunnerItem):
 
 class BaseObserveItem(RunnerItem):
     """Call ``batch_end_callback(context)`` after every batch and
-    ``pass_end_callback(context)`` after every pass (the inner items have run)."""
+    ``pass_end_callback(context)`` after every pass (the inner items have run).
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> seen = []
+    >>> observer = BaseObserveItem(lambda ctx: seen.append(("batch", ctx.batch_id)),
+    ...                            lambda ctx: seen.append(("pass", ctx.pass_id)))
+    >>> with Runner([CreateGradientMachine(net), Counter(),
+    ...              BasicPaddleTrainerDataProvider(net, process, ["f"]), observer]) as runner:
+    ...     _ = runner.run_one_pass()
+    >>> seen
+    [('batch', 0), ('batch', 1), ('pass', 0)]
+    """
 
     def __init__(self, batch_end_callback: Callable | None = None,
                  pass_end_callback: Callable | None = None) -> None:

@@ -63,6 +63,23 @@ class Progress(RunnerItem):
     ``stream``: where to write (default ``sys.stderr``); ``dynamic``: redraw a bar
     (default: when ``stream`` is a terminal); ``width``: the plain bar's width in
     characters; ``backend``: ``"auto"`` (tqdm when installed), ``"tqdm"`` or ``"plain"``.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> import io
+    >>> out = io.StringIO()
+    >>> with trainer(Progress(stream=out, backend="plain")) as runner:
+    ...     _ = runner.run(1)
+    >>> out.getvalue().split(" in ")[0]
+    'pass 0: 2 batches, 4 samples'
     """
 
     def __init__(self, *, stream: TextIO | None = None, dynamic: bool | None = None,

@@ -40,6 +40,23 @@ class SaveParamsOnPassEnd(RunnerItem):
     """Writes a params export after passes; see the module docstring.
 
     Counters: ``paths`` — the files written, in order.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> import os, tempfile
+    >>> saver = SaveParamsOnPassEnd(tempfile.mkdtemp(), every_n_passes=2)
+    >>> with trainer(saver) as runner:
+    ...     _ = runner.run(4)
+    >>> [os.path.basename(p) for p in saver.paths]           # after passes 1 and 3
+    ['params-pass-00001.flp', 'params-pass-00003.flp']
     """
 
     def __init__(self, directory: str | os.PathLike, *, every_n_passes: int = 1,

@@ -38,7 +38,24 @@ __all__ = ["TestOps"]
 
 
 class TestOps(RunnerItem):
-    """Evaluation of one pass; see the module docstring."""
+    """Evaluation of one pass; see the module docstring.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> with Runner([CreateModel(net), DataProvider(data, state_key=None), TestOps()]) as tester:
+    ...     _ = tester.run_one_pass()
+    >>> result = tester.context.test_result
+    >>> result.pass_id, result.samples, sorted(result.metrics)
+    (None, 4, ['accuracy'])
+    """
 
     __test__ = False  # not a pytest test class
 

@@ -43,7 +43,26 @@ _INHERITED = ("network", "device", "module", "model", "rank", "world_size", "upd
 
 class InheritModel(RunnerItem):
     """Copies the parent context's model, device and updater in ``initialize``, and its
-    ``pass_id`` at every pass; ``finalize`` removes the copies again."""
+    ``pass_id`` at every pass.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> with trainer() as runner:
+    ...     _ = runner.run(1)
+    ...     tester = Runner([InheritModel(), DataProvider(data, state_key=None), TestOps()])
+    ...     tester.initialize(runner.context)
+    ...     tester.context.model is runner.context.model
+    ...     tester.finalize()
+    True
+    """
 
     def initialize(self, context: RunnerContext, next_callback: Any) -> None:
         parent = context.parent
@@ -73,6 +92,22 @@ class TestOnPassEnd(RunnerItem):
     network's). ``remainder``: how a data-parallel split treats the last samples;
     ``shard=False``: every rank tests all of ``data`` (a stream that cannot be split; the
     means are unchanged, the sample count is multiplied by the number of ranks).
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> history = History()
+    >>> with trainer(history, TestOnPassEnd(data)) as runner:
+    ...     _ = runner.run(2)
+    >>> [(p.test.pass_id, p.test.samples) for p in history.passes]
+    [(0, 4), (1, 4)]
     """
 
     __test__ = False  # not a pytest test class

@@ -39,7 +39,25 @@ __all__ = ["TrainOps"]
 
 
 class TrainOps(RunnerItem):
-    """One training step per batch; see the module docstring."""
+    """One training step per batch; see the module docstring.
+
+    >>> import numpy as np, torch
+    >>> from feedline import Dataset, data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import *
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> data = Dataset.from_arrays(np.eye(2, dtype=np.float32)[[0, 1, 0, 1]], np.array([0, 1, 0, 1]))
+    >>> def trainer(*extra):        # 4 samples, 2 batches per pass
+    ...     return Runner([CreateModel(net, seed=0), LocalUpdater(), Counter(), DataProvider(data),
+    ...                    *extra, TrainOps()])
+    >>> with trainer() as runner:
+    ...     before = runner.context.model.weight.detach().clone()
+    ...     _ = runner.run(1)
+    ...     changed = not torch.equal(before, runner.context.model.weight)
+    >>> changed, isinstance(runner.context.cost, float), sorted(runner.context.metrics)
+    (True, True, ['accuracy'])
+    """
 
     state_key = "train_ops"
 
