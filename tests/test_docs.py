@@ -24,8 +24,11 @@ def test_docs_have_examples_and_an_api_page_per_public_module():
                    "text", "fixed", "idx", "sharded", "io", "image", "feeder", "data_type",
                    "sequence", "train", "runtime", "exceptions"):
         assert module in pages
-        target = "feedline" if module == "feedline" else f"feedline.{module}"
-        assert f"::: {target}\n" in (ROOT / "docs" / "reference" / f"{module}.md").read_text()
+        page = (ROOT / "docs" / "reference" / f"{module}.md").read_text()
+        if module == "feedline":
+            assert "::: feedline\n" in page
+        else:  # a format is documented where it lives (feedline.tfrecord is an alias)
+            assert f"::: feedline.{module}\n" in page or f"::: feedline.formats.{module}\n" in page
 
 
 @pytest.mark.parametrize(("name", "code"), RUNNABLE, ids=[n for n, _ in RUNNABLE])

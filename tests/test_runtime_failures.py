@@ -198,7 +198,13 @@ def test_worker_killed_while_idle_is_replaced_on_the_next_iteration(leak_check):
     assert ds.to_list() == [1, 2, 3, 4, 5, 6]
     victim = ds.worker_pids[0]
     os.kill(victim, signal.SIGKILL)
-    assert wait_gone([victim]) == []  # dead (a zombie until the pool reaps it), however busy
+    # wait until it is wholly dead: its main thread turns zombie at once, but the process
+    # can be reaped (and so be seen dead) only once its other threads are gone too
+    assert wait_gone([victim]) == []
+    deadline = time.monotonic() + 10
+    while os.path.isdir(f"/proc/{victim}/task") and len(os.listdir(f"/proc/{victim}/task")) > 1:
+        assert time.monotonic() < deadline, "the killed worker's threads did not end"
+        time.sleep(0.01)
     assert ds.to_list() == [1, 2, 3, 4, 5, 6]
     ds.close()
     leak_check.assert_clean()
