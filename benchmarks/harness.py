@@ -350,7 +350,8 @@ def collect(output: str | os.PathLike[str] | None = None) -> pathlib.Path:
         "",
         f"- Machine: {machine_description()}",
         f"- Date: {today}",
-        f"- Peers: {peers}",
+        f"- Peers found now: {peers} (each section was produced by its own run and names what"
+        " it measured against; sections are rewritten only when their benchmark runs again)",
         "- Reproduce: `python benchmarks/run_all.py` (only some: `python benchmarks/run_all.py WORD`,"
         " which runs the `bench_*.py` whose name contains WORD and reassembles this file)",
         "",
