@@ -1,4 +1,6 @@
-"""Where bytes come from: file lists and byte-range splits of record files.
+"""Which records a reader reads: file lists and globs (:mod:`.files`), indexed multi-file
+sources (:mod:`.records`), splits by index (:mod:`.split`) and by byte range, MXNet's
+InputSplit (:mod:`.input_split`).
 
 Names load lazily, so importing a submodule (``feedline.io.files``) does not import the
 others.

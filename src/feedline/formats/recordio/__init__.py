@@ -1,5 +1,9 @@
 """MXNet RecordIO: read and write ``.rec`` files byte-identical to MXNet 1.9.1.
 
+This package holds :mod:`.stream` (sequential reading and writing), :mod:`.index` (the
+``.idx`` file and random access) and :mod:`.image` (``IRHeader`` image records); also
+importable as ``feedline.recordio``.
+
 Format
 ------
 A file is a sequence of records. Each record is one or more *parts*; a part is::
