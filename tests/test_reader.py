@@ -143,7 +143,10 @@ def reader_creator_bool(t):
 
 
 def test_seed_example_random_images_composed_with_real_ones():
-    """compose(mnist, random images, True, False): 5 columns per item; the feeding map
+    """Seed: PaddlePaddle's "Python Data Reader Design Doc", section "Data Reader Decorator /
+    Compose Multiple Data Readers" (with preloaded arrays standing in for mnist).
+
+    compose(mnist, random images, True, False): 5 columns per item; the feeding map
     picks columns 0, 2, 3, 4 and skips column 1 (the real label)."""
     real = Dataset.from_arrays(np.random.rand(10, 784).astype("float32"), np.arange(10))
     composed = reader.compose(
@@ -162,6 +165,8 @@ def test_seed_example_random_images_composed_with_real_ones():
 
 
 def test_seed_example_custom_batch_reader():
+    """Seed: PaddlePaddle's "Python Data Reader Design Doc", section "Batch Reader
+    Interface" (the custom batch reader, as written)."""
     def custom_batch_reader():
         while True:
             b = []
@@ -177,6 +182,8 @@ def test_seed_example_custom_batch_reader():
 
 
 def test_seed_example_numpy_fromfile_mnist_reader_creator(tmp_path):
+    """Seed: PaddlePaddle's "Python Data Reader Design Doc", section "Q & A / How to create
+    custom data reader creator" (files made by the test; ``with`` instead of open/close)."""
     n = 6
     images = np.random.default_rng(0).integers(0, 256, size=(n, 28 * 28), dtype=np.uint8)
     labels = np.arange(n, dtype=np.uint8)
