@@ -104,19 +104,40 @@ class _Layout:
         )
 
 
-def _set_options(obj: Any, paths: Any, record_bytes: int, header_bytes: int,
-                 footer_bytes: int, on_error: str, storage_options: dict | None) -> None:
-    """Validate the options :class:`FixedLengthRecords` and :class:`FixedLengthIterator`
-    share and set them as attributes of ``obj``."""
-    obj.paths = _as_paths(paths)
-    obj.record_bytes = positive_int("record_bytes", record_bytes)
-    obj.header_bytes = non_negative_int("header_bytes", header_bytes)
-    obj.footer_bytes = non_negative_int("footer_bytes", footer_bytes)
-    obj.on_error = check_on_error(on_error)
-    obj.storage_options = storage_options
+class _FixedOptions:
+    """The options :class:`FixedLengthRecords` and :class:`FixedLengthIterator` share,
+    validated at construction; subclasses extend :meth:`_start`."""
+
+    paths: list[str]
+    record_bytes: int
+    header_bytes: int
+    footer_bytes: int
+    on_error: str
+    storage_options: dict | None
+
+    def __init__(
+        self,
+        paths: Any,
+        record_bytes: int,
+        *,
+        header_bytes: int = 0,
+        footer_bytes: int = 0,
+        on_error: str = "raise",
+        storage_options: dict | None = None,
+    ) -> None:
+        self.paths = _as_paths(paths)
+        self.record_bytes = positive_int("record_bytes", record_bytes)
+        self.header_bytes = non_negative_int("header_bytes", header_bytes)
+        self.footer_bytes = non_negative_int("footer_bytes", footer_bytes)
+        self.on_error = check_on_error(on_error)
+        self.storage_options = storage_options
+        self._start()
+
+    def _start(self) -> None:
+        """Set the state that is not an option (called at the end of construction)."""
 
 
-class FixedLengthRecords:
+class FixedLengthRecords(_FixedOptions):
     """Random access to the fixed-length records of one or more files.
 
     ``len()`` counts complete records over all files; ``records[i]`` reads record ``i``
@@ -136,25 +157,7 @@ class FixedLengthRecords:
     (3, b'bb', b'cc', [b'aa', b'bb', b'cc'])
     """
 
-    paths: list[str]
-    record_bytes: int
-    header_bytes: int
-    footer_bytes: int
-    on_error: str
-    storage_options: dict | None
-
-    def __init__(
-        self,
-        paths: Any,
-        record_bytes: int,
-        *,
-        header_bytes: int = 0,
-        footer_bytes: int = 0,
-        on_error: str = "raise",
-        storage_options: dict | None = None,
-    ) -> None:
-        _set_options(self, paths, record_bytes, header_bytes, footer_bytes, on_error,
-                     storage_options)
+    def _start(self) -> None:
         self._layouts: list[_Layout] | None = None
 
     def _layout(self) -> list[_Layout]:
@@ -216,7 +219,7 @@ class FixedLengthRecords:
         return self.iterator()
 
 
-class FixedLengthIterator(DatasetIterator[bytes]):
+class FixedLengthIterator(_FixedOptions, DatasetIterator[bytes]):
     """Streams fixed-length records file after file.
 
     State: ``{"type": "fixed", "file": f, "offset": o, "index": i, "skipped": s}`` —
@@ -241,25 +244,7 @@ class FixedLengthIterator(DatasetIterator[bytes]):
     [b'22']
     """
 
-    paths: list[str]
-    record_bytes: int
-    header_bytes: int
-    footer_bytes: int
-    on_error: str
-    storage_options: dict | None
-
-    def __init__(
-        self,
-        paths: Any,
-        record_bytes: int,
-        *,
-        header_bytes: int = 0,
-        footer_bytes: int = 0,
-        on_error: str = "raise",
-        storage_options: dict | None = None,
-    ) -> None:
-        _set_options(self, paths, record_bytes, header_bytes, footer_bytes, on_error,
-                     storage_options)
+    def _start(self) -> None:
         self.skipped = 0
         self._file = 0
         self._offset: int | None = None  # None: the file has not been opened yet
