@@ -193,6 +193,13 @@ class _StreamShardIterator(DatasetIterator):
         self._parent = parent
         self._rank, self._world = rank, world
         self._seen = 0  # items read from the parent
+        self._hint()
+
+    def _hint(self) -> None:
+        # a parent that can (a TFRecord reader) skips the work on items this part drops
+        hint = getattr(self._parent, "hint_stride", None)
+        if hint is not None:
+            hint((self._rank - self._seen) % self._world, self._world)
 
     def __next__(self) -> Any:
         parent = self._parent
@@ -210,6 +217,7 @@ class _StreamShardIterator(DatasetIterator):
         check_state(state, "stream_shard", ("seen", "parent"))
         self._parent.set_state(state["parent"])
         self._seen = non_negative_int("state['seen']", state["seen"])
+        self._hint()
 
     def close(self) -> None:
         self._parent.close()

@@ -134,6 +134,16 @@ def split_pipeline(ds: Dataset, part: int, parts: int) -> Dataset:
     return new
 
 
+def _import_worker_modules() -> None:
+    """Import here what every worker's ``iter()`` needs, so that forked DataLoader
+    workers inherit it instead of importing it again at the start of each epoch."""
+    import feedline.dataset.shard  # noqa: F401
+    import feedline.io.split  # noqa: F401
+    import feedline.pytorch.convert  # noqa: F401
+
+    _splittable_types()
+
+
 def _converter(convert: bool, pin_memory: bool) -> Callable[[Any], Any] | None:
     if not convert:
         return None
@@ -227,6 +237,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         self.convert = bool(convert)
         self.pin_memory = bool(pin_memory)
         self.rank, self.world_size = rank, world_size
+        _import_worker_modules()
         self._epochs = _EpochCounter()
         self._iters = 0  # iterations started by this copy (a persistent worker's count)
         self._pending: dict | None = None

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
-from feedline._internal.validate import check_bool, positive_int
+from feedline._internal.validate import check_bool, non_negative_int, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError
 from feedline.formats.tfrecord.index import TFRecordIndex
@@ -48,6 +48,10 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _DEFAULT_BLOCK = 4 << 20
 _CHUNK_LIMIT = 1 << 16
+_FIRST_BLOCK = 256 << 10  # bytes read first after opening
+#: records in the first chunk after opening; each chunk after it doubles up to
+#: ``_CHUNK_LIMIT``, so the first record comes without cutting a whole buffer
+_FIRST_CHUNK = 8
 
 
 def detect_compression(
@@ -99,7 +103,9 @@ class _Source:
         self.path = path
         self.storage_options = storage_options
         self.block_size = block_size
-        self.buf = bytearray(block_size)
+        # the buffer starts small (the first record comes sooner) and doubles on each
+        # refill up to ``block_size``
+        self.buf = bytearray(min(block_size, _FIRST_BLOCK))
         self.start = self.end = self.base = 0
         self.dead = False  # the data ended for good (damage skipped to the end)
         self.file, self.compression = _compression.open_reader(
@@ -125,7 +131,13 @@ class _Source:
             return False
         held = self.end - self.start
         need = max(need, held + 1)
-        if self.start:
+        if len(self.buf) < self.block_size:
+            grown = bytearray(min(2 * len(self.buf), self.block_size))
+            grown[:held] = self.buf[self.start : self.end]
+            self.buf = grown
+            self.base += self.start
+            self.start, self.end = 0, held
+        elif self.start:
             self.buf[:held] = self.buf[self.start : self.end]
             self.base += self.start
             self.start, self.end = 0, held
@@ -250,6 +262,8 @@ class TFRecordReader(DatasetIterator[bytes]):
         self._offsets = np.empty(0, dtype=np.int64)
         self._i = 0
         self._chunk_index = 0  # index of self._records[0]
+        self._chunk_limit = _FIRST_CHUNK  # records per chunk: doubles up to _CHUNK_LIMIT
+        self._wanted: tuple[int, int] | None = None  # (record index, step): see hint_stride
         self._skipped = 0
         self._skipped_bytes = 0
         self._index_offsets: np.ndarray | None = None
@@ -321,9 +335,15 @@ class TFRecordReader(DatasetIterator[bytes]):
         src = self._source()
         self._chunk_index += len(self._records)
         self._records, self._i = [], 0
+        limit = self._chunk_limit
+        self._chunk_limit = min(2 * limit, _CHUNK_LIMIT)
         while True:
+            keep = None
+            if self._wanted is not None:
+                first, step = self._wanted
+                keep = (max(first - self._chunk_index, (first - self._chunk_index) % step), step)
             records, offsets, pos, problem = scan(
-                src.buf, src.start, src.end, _CHUNK_LIMIT, self.verify
+                src.buf, src.start, src.end, limit, self.verify, keep=keep
             )
             if records:
                 self._records = records
@@ -489,9 +509,32 @@ class TFRecordReader(DatasetIterator[bytes]):
             "skipped_bytes": self._skipped_bytes,
         }
 
+    def hint_stride(self, first: int, step: int) -> None:
+        """Say that of the records from here on only the ``first``-th, ``first + step``-th,
+        ... (counting from 0) will be used: the others may come back as ``None``, without
+        being cut out of the buffer or having their data CRC checked (their frames are still
+        walked and their length CRCs checked). A stream shard over this reader says so;
+        another worker reads and checks those records. Only under ``on_error="raise"``:
+        skipping damage must see every record, or parts would count records differently.
+        ``set_state`` forgets the hint.
+
+        >>> import os, tempfile
+        >>> from feedline.tfrecord import write
+        >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
+        >>> _ = write(path, [b"a", b"b", b"c", b"d", b"e"])
+        >>> r = TFRecordReader(path); r.hint_stride(1, 2)
+        >>> list(r)
+        [None, b'b', None, b'd', None]
+        """
+        non_negative_int("first", first)
+        positive_int("step", step)
+        if self.on_error == "raise" and (step > 1 or first > 0):
+            self._wanted = (self._chunk_index + self._i + first, step)
+
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "tfrecord", ("offset", "index"))
         self._parked = None
+        self._wanted = None
         src = self._source()
         src.seek(int(state["offset"]))
         self._records, self._i = [], 0

@@ -231,13 +231,16 @@ def _first(mask_array: np.ndarray) -> int:
     return int(bad[0]) if bad.size else len(mask_array)
 
 
-def scan(buf, pos: int, end: int, limit: int, verify: bool):
+def scan(buf, pos: int, end: int, limit: int, verify: bool,
+         keep: tuple[int, int] | None = None):
     """Walk complete frames in ``buf[pos:end]``.
 
     Returns ``(records, offsets, new_pos, problem)``: the payloads (``bytes``), their
     frame offsets in ``buf`` (an int64 array), the position after the last frame
     returned, and ``None`` or the :class:`Problem` met at ``new_pos``. At most ``limit``
-    frames are returned. ``verify=False`` skips both CRC checks.
+    frames are returned. ``verify=False`` skips both CRC checks. ``keep=(first, step)``:
+    only frames ``first, first + step, ...`` of this walk are cut and have their data CRC
+    checked; the others come back as ``None`` (length CRCs are checked for all).
 
     Three vectorised passes follow a cheap walk along the length fields: the length
     CRCs of all walked frames (computed from the lengths by table lookups), the cutting
@@ -268,6 +271,8 @@ def scan(buf, pos: int, end: int, limit: int, verify: bool):
         if problem is not None and problem.kind == "partial" and problem.length is not None:
             if _length_crc(problem.length) != _U32.unpack_from(buf, stop + 8)[0]:
                 problem = Problem("length_crc", stop, problem.length)
+    if keep is not None and n:
+        return _scan_kept(buf, offsets, lengths, stop, problem, verify, keep)
     records = _cut(buf, offsets, lengths, runs) if n else []
     if verify and n:
         stored = _u32_at(buf, offsets + HEADER + lengths)
@@ -281,20 +286,45 @@ def scan(buf, pos: int, end: int, limit: int, verify: bool):
     return records, offsets, stop, problem
 
 
+def _scan_kept(buf, offsets, lengths, stop, problem, verify, keep):
+    """The end of :func:`scan` when only every ``step``-th frame from ``first`` is wanted."""
+    first, step = keep
+    n = len(offsets)
+    records: list[bytes | None] = [None] * n
+    if first < n:
+        cut = _cut(buf, offsets[first::step], lengths[first::step], ())
+        if verify:
+            stored = _u32_at(buf, offsets[first::step] + HEADER + lengths[first::step])
+            computed = _mask_array(np.fromiter(map(_crc, cut), dtype=np.uint32, count=len(cut)))
+            bad = _first(computed != stored)
+            if bad < len(cut):
+                k = first + bad * step
+                stop = int(offsets[k])
+                problem = Problem("data_crc", stop, int(lengths[k]))
+                del records[k:], cut[bad:]
+                offsets = offsets[:k]
+        records[first::step] = cut
+    return records, offsets, stop, problem
+
+
 _WINDOW_TABLES: tuple[np.ndarray, int] | None = None
 
 
 def _window_tables() -> tuple[np.ndarray, int]:
-    """Per-position tables so that crc32c(8 bytes) = K ^ XOR_j T[j, byte_j] (CRC is affine)."""
+    """Per-position tables so that crc32c(8 bytes) = K ^ XOR_j T[j, byte_j] (CRC is affine).
+
+    Built from the 64 one-bit probes: ``T[j, b]`` is the XOR of the probes of ``b``'s bits.
+    """
     global _WINDOW_TABLES
     if _WINDOW_TABLES is None:
         base = _crc(bytes(8))
+        values = np.arange(256)
         tables = np.zeros((8, 256), dtype=np.uint32)
         for j in range(8):
-            for b in range(1, 256):
+            for bit in range(8):
                 probe = bytearray(8)
-                probe[j] = b
-                tables[j, b] = _crc(bytes(probe)) ^ base
+                probe[j] = 1 << bit
+                tables[j][(values >> bit) & 1 == 1] ^= np.uint32(_crc(bytes(probe)) ^ base)
         _WINDOW_TABLES = (tables, base)
     return _WINDOW_TABLES
 
