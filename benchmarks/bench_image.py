@@ -52,6 +52,12 @@ MEAN = (123.68, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
 
 
+def _region_decoding() -> bool:
+    from feedline.image import codec
+
+    return codec.region_decoding()
+
+
 def image_folder(count: int) -> pathlib.Path:
     """The JPEG tree for ``count`` images (built once, reused while complete)."""
     folder = DATA / ("images" if count == 3000 else f"images-{count}")
@@ -360,8 +366,10 @@ def resized_workload(folder: pathlib.Path, rec: str, cores: int, args) -> None:
         f"per pipeline; best of {args.epochs} epochs after a warm-up epoch, best of "
         f"{args.rounds} round(s). The ratio column is the first row of its group divided by the "
         "row (above 1x: the first row is faster). The ceiling is libjpeg-turbo decoding every "
-        f"image in full once on {cores} processes and nothing else. The machine (2 cores) was "
-        "shared with other jobs while this ran: the ratios are rough.",
+        f"image in full once on {cores} processes and nothing else. Planned decoding: only the "
+        "crop box is decoded (region decoding: "
+        f"{'on' if _region_decoding() else 'off, the extension was not built'}), at 1/2-1/8 "
+        "DCT scale when the box is at least twice the output.",
         "",
         harness.markdown_table(["pipeline", "images/s", "ratio", "goal"], table),
         "",

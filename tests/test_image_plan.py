@@ -52,16 +52,25 @@ def corpus() -> list[bytes]:
 
 @pytest.fixture
 def decoded_sizes(monkeypatch) -> list[tuple[int, int]]:
-    """Spy: the (height, width) of every image codec.decode returns."""
+    """Spy: the (height, width) of the image each call of codec.decode returns, or that
+    codec.decode_region works in (the whole image at its ``scale``)."""
     sizes: list[tuple[int, int]] = []
-    real = codec.decode
+    real, real_region = codec.decode, codec.decode_region
 
     def spy(*args, **kwargs):
         img = real(*args, **kwargs)
         sizes.append(img.shape[:2])
         return img
 
+    def spy_region(buf, box, *, scale=1, **kwargs):
+        height, width, _ = codec.probe(buf)
+        sizes.append((-(-height // scale), -(-width // scale)))
+        with monkeypatch.context() as inner:  # its own fallback decode is not counted
+            inner.setattr(codec, "decode", real)
+            return real_region(buf, box, scale=scale, **kwargs)
+
     monkeypatch.setattr(codec, "decode", spy)
+    monkeypatch.setattr(codec, "decode_region", spy_region)
     return sizes
 
 

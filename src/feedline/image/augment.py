@@ -34,6 +34,7 @@ True
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -121,6 +122,20 @@ def _check_image(img: Any, who: str) -> np.ndarray:
             f"{who} expects an (H, W, C) image array, got {type(img).__name__} with shape {shape}"
         )
     return img
+
+
+_KERNELS: Any = False  # feedline.image._kernels once looked up; None where it was not built
+
+
+def _kernels() -> Any:
+    global _KERNELS
+    if _KERNELS is False:
+        try:
+            module = importlib.import_module("feedline.image._kernels")
+        except ImportError:
+            module = None
+        _KERNELS = module
+    return _KERNELS
 
 
 def _pil_resize(
@@ -256,6 +271,16 @@ class CenterCrop(Augmenter):
         y, x = (h - ch) // 2, (w - cw) // 2
         return img[y : y + ch, x : x + cw]
 
+    def _planned(self, buf: Any, mode: str, rng: Any, path: Any, record: Any) -> np.ndarray:
+        """Decode only the crop of JPEG ``buf`` (see :meth:`Compose.decode`)."""
+        from feedline.image import codec
+
+        height, width, _ = codec.probe(buf, path=path, index=record)
+        ch, cw = self.size
+        _check_fits(self, height, width, ch, cw)
+        box = ((height - ch) // 2, (width - cw) // 2, ch, cw)
+        return codec.decode_region(buf, box, mode=mode, path=path, index=record)
+
 
 def _check_fits(aug: Augmenter, h: int, w: int, ch: int, cw: int) -> None:
     if h < ch or w < cw:
@@ -291,6 +316,19 @@ class RandomCrop(Augmenter):
         y = int(rng.integers(0, h - ch + 1))
         x = int(rng.integers(0, w - cw + 1))
         return img[y : y + ch, x : x + cw]
+
+    def _planned(self, buf: Any, mode: str, rng: Any, path: Any, record: Any) -> np.ndarray:
+        """Decode only the crop of JPEG ``buf``, drawn as :meth:`__call__` draws it (see
+        :meth:`Compose.decode`)."""
+        from feedline.image import codec
+
+        rng = np.random.default_rng() if rng is None else rng
+        height, width, _ = codec.probe(buf, path=path, index=record)
+        ch, cw = self.size
+        _check_fits(self, height, width, ch, cw)
+        y = int(rng.integers(0, height - ch + 1))
+        x = int(rng.integers(0, width - cw + 1))
+        return codec.decode_region(buf, (y, x, ch, cw), mode=mode, path=path, index=record)
 
 
 class RandomResizedCrop(Augmenter):
@@ -361,8 +399,8 @@ class RandomResizedCrop(Augmenter):
         return _pil_resize(img[y : y + h, x : x + w], *self.size, self.interpolation)
 
     def _planned(self, buf: Any, mode: str, rng: Any, path: Any, record: Any) -> np.ndarray:
-        """Decode JPEG ``buf`` and crop-resize it, decoding at a reduced DCT scale when
-        the box allows (see :meth:`Compose.decode`)."""
+        """Decode the box of JPEG ``buf`` only, at a reduced DCT scale when the box allows,
+        and resize it (see :meth:`Compose.decode`)."""
         from feedline.image import codec
 
         rng = np.random.default_rng() if rng is None else rng
@@ -370,19 +408,24 @@ class RandomResizedCrop(Augmenter):
         y, x, h, w = self.box(height, width, rng)
         denom = codec.dct_reduction((h, w), self.size)
         if denom == 1:
-            img = codec.decode(buf, mode=mode, path=path, index=record)
-            return _pil_resize(img[y : y + h, x : x + w], *self.size, self.interpolation)
+            img = codec.decode_region(buf, (y, x, h, w), mode=mode, path=path, index=record)
+            return _pil_resize(img, *self.size, self.interpolation)
+        # at 1/denom scale, full-size edge e lies at e / denom: decode the whole pixels
+        # that cover the box, plus the margin the resampling filter reaches into (so the
+        # result is that of resizing the box out of the whole reduced image), and resize
+        # the box, its fractional edges kept
         small = (-(-height // denom), -(-width // denom))
-        img = codec.decode(buf, mode=mode, target_size=small, path=path, index=record)
-        # libjpeg maps full-size pixel edge e to e / denom; if the decoder picked another
-        # scale, use the ratio of the sizes instead
-        fy = denom if img.shape[0] == small[0] else height / img.shape[0]
-        fx = denom if img.shape[1] == small[1] else width / img.shape[1]
+        margin = _FILTER_MARGIN
+        top, left = max(y // denom - margin, 0), max(x // denom - margin, 0)
+        bottom = min(-(-(y + h) // denom) + margin, small[0])
+        right = min(-(-(x + w) // denom) + margin, small[1])
+        img = codec.decode_region(buf, (top, left, bottom - top, right - left), scale=denom,
+                                  mode=mode, path=path, index=record)
         box = (
-            x / fx,
-            y / fy,
-            min((x + w) / fx, float(img.shape[1])),
-            min((y + h) / fy, float(img.shape[0])),
+            x / denom - left,
+            y / denom - top,
+            min((x + w) / denom, float(small[1])) - left,
+            min((y + h) / denom, float(small[0])) - top,
         )
         return _pil_resize(img, *self.size, self.interpolation, box=box)
 
@@ -626,6 +669,13 @@ class Normalize(Augmenter):
             np.subtract(src, mean, out=out, dtype=np.float32)
             out *= inv
         else:
+            kernels = _kernels() if chw and img.dtype == np.uint8 else None
+            if kernels is not None and out.flags.c_contiguous and out.dtype == np.float32:
+                # one pass, the same float32 arithmetic (bit-identical)
+                c = img.shape[2]
+                kernels.normalize_chw(img, out, np.broadcast_to(self._inv_std, (c,)).tolist(),
+                                      np.broadcast_to(self._bias, (c,)).tolist())
+                return out
             bias = self._bias[:, None, None] if chw else self._bias
             np.multiply(src, inv, out=out, dtype=np.float32)
             out += bias
@@ -839,8 +889,17 @@ class Compose(Augmenter):
             rng = make_rng(seed, epoch, index)
         first = self.augmenters[0] if self.augmenters else None
         start = 0
-        if plan and isinstance(first, RandomResizedCrop) and codec.image_format(buf) == "jpeg":
-            img = first._planned(buf, mode, rng, path, record)
+        if plan and isinstance(first, _PLANNED) and codec.image_format(buf) == "jpeg":
+            try:
+                img = first._planned(buf, mode, rng, path, record)
+            except DecodeError:
+                raise
+            except ValueError as exc:
+                height, width, _ = codec.probe(buf, path=path, index=record)
+                raise DecodeError(
+                    f"cannot augment image of shape {(height, width, codec.MODES[mode])}: "
+                    f"{exc}", path=path, index=record,
+                ) from exc
             start = 1
         else:
             img = codec.decode(buf, mode=mode, path=path, index=record, **self.decode_hints())
@@ -878,6 +937,15 @@ class _NormalizeCHW:
 
     def __call__(self, img, rng=None, *, out=None):
         return self.normalize(img, chw=True, out=out)
+
+
+#: Pixels (of the reduced image) decoded around a planned RandomResizedCrop box: the reach
+#: of the resampling filters when the box shrinks by less than 2 (what dct_reduction
+#: leaves): Lanczos' 3 pixels x 2, plus one.
+_FILTER_MARGIN = 7
+
+#: Augmenters that plan the decode at the head of a Compose (a ``_planned`` method).
+_PLANNED = (RandomCrop, CenterCrop, RandomResizedCrop)
 
 
 def _accepts_out(step: Any) -> bool:

@@ -41,6 +41,7 @@ feedline.exceptions.DecodeError: train.rec: record 7: cannot decode image: unkno
 
 from __future__ import annotations
 
+import importlib
 import io
 from typing import Any
 
@@ -50,8 +51,8 @@ from feedline._internal.optional import require
 from feedline._internal.validate import one_of, optional_positive_int, positive_int
 from feedline.exceptions import DecodeError
 
-__all__ = ["decode", "probe", "image_format", "dct_reduction", "set_max_pixels", "MAX_PIXELS",
-           "MODES"]
+__all__ = ["decode", "decode_region", "region_decoding", "probe", "image_format",
+           "dct_reduction", "set_max_pixels", "MAX_PIXELS", "MODES"]
 
 #: Output modes :func:`decode` accepts, with their channel counts.
 MODES = {"RGB": 3, "L": 1}
@@ -72,6 +73,7 @@ _SIGNATURES = (
 
 _simplejpeg = None
 _pil_image = None
+_libjpeg: Any = False  # the C extension once looked up; None where it was not built
 
 
 def _sj():
@@ -79,6 +81,28 @@ def _sj():
     if _simplejpeg is None:
         _simplejpeg = require("simplejpeg", extra="image")
     return _simplejpeg
+
+
+def _region_decoder() -> Any:
+    global _libjpeg
+    if _libjpeg is False:
+        try:
+            module = importlib.import_module("feedline.image._libjpeg")
+        except ImportError:
+            module = None
+        _libjpeg = module
+    return _libjpeg
+
+
+def region_decoding() -> bool:
+    """Whether :func:`decode_region` decodes only the region (the C extension
+    ``feedline.image._libjpeg`` was built against the system's libjpeg-turbo) rather
+    than decoding the whole image and cutting the region out of it (same pixels, slower).
+
+    >>> isinstance(region_decoding(), bool)
+    True
+    """
+    return _region_decoder() is not None
 
 
 def _pil():
@@ -281,6 +305,93 @@ def decode(
         raise
     except ValueError as exc:
         raise DecodeError(f"cannot decode image: {exc}", path=path, index=index) from exc
+
+
+def decode_region(
+    buf: Any,
+    box: tuple[int, int, int, int],
+    *,
+    scale: int = 1,
+    mode: str = "RGB",
+    fast: bool = False,
+    strict: bool = True,
+    max_pixels: int | None = _DEFAULT,
+    path: str | None = None,
+    index: int | None = None,
+) -> np.ndarray:
+    """Decode the region ``box = (y, x, height, width)`` of an encoded image: exactly
+    ``decode(buf, ...)[y:y + height, x:x + width]`` (at ``scale`` 1), as a C-contiguous
+    ``(height, width, C)`` ``uint8`` array.
+
+    ``scale`` (JPEG only): 1, 2, 4 or 8; the image is decoded at ``1/scale`` of its size
+    in the DCT domain (``ceil(H / scale)`` x ``ceil(W / scale)`` pixels, as
+    ``decode(..., target_size=...)`` picks that scale) and ``box`` is in pixels of that
+    smaller image.
+
+    A JPEG decodes only what the region needs when :func:`region_decoding` is true:
+    rows above it are skipped (entropy-decoded only), rows below it are never read, and
+    only the block columns that cover it (plus one block of margin, so that the chroma
+    upsampling at its edges is that of the full image) go through the inverse DCT and
+    colour conversion. The pixels are identical to a full decode's (checked in
+    ``tests/test_image_region.py``). Damage in the part of the file below the region is
+    not read and so not reported; ``strict`` applies to what is read. Other formats, CMYK
+    JPEGs and builds without the extension decode the whole image and cut the region out.
+
+    ``mode``, ``fast``, ``strict``, ``max_pixels``, ``path`` and ``index`` are as in
+    :func:`decode`. A box outside the image raises ``ValueError``.
+
+    >>> import numpy as np, simplejpeg
+    >>> pixels = np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8)
+    >>> jpeg = simplejpeg.encode_jpeg(pixels, quality=90)
+    >>> region = decode_region(jpeg, (30, 50, 64, 48))
+    >>> region.shape, bool((region == decode(jpeg)[30:94, 50:98]).all())
+    ((64, 48, 3), True)
+    >>> decode_region(jpeg, (0, 0, 30, 40), scale=4).shape
+    (30, 40, 3)
+    """
+    one_of("mode", mode, tuple(MODES))
+    if scale not in (1, 2, 4, 8):
+        raise ValueError(f"`scale` must be 1, 2, 4 or 8, got {scale!r}")
+    if not isinstance(box, (tuple, list)) or len(box) != 4 or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in box):
+        raise ValueError(f"`box` must be (y, x, height, width) ints, got {box!r}")
+    y, x, h, w = (int(v) for v in box)
+    if max_pixels is _DEFAULT:
+        max_pixels = MAX_PIXELS
+    jpeg = image_format(buf) == "jpeg"
+    if not jpeg and scale != 1:
+        raise ValueError(f"`scale` applies to JPEG images only, got scale={scale}")
+    if jpeg:
+        try:
+            height, width, _, _ = _sj().decode_jpeg_header(buf, strict=strict)
+        except ValueError as exc:
+            raise DecodeError(f"cannot decode image: {exc}", path=path, index=index) from exc
+        _check_pixels(int(height), int(width), max_pixels, path, index)
+        full = (-(-int(height) // scale), -(-int(width) // scale))
+    else:
+        img = decode(buf, mode=mode, strict=strict, max_pixels=max_pixels, path=path,
+                     index=index)
+        full = img.shape[:2]
+    if y < 0 or x < 0 or h <= 0 or w <= 0 or y + h > full[0] or x + w > full[1]:
+        raise ValueError(
+            f"`box` {(y, x, h, w)} is not inside the {full[0]} x {full[1]} image"
+            + (f" decoded at 1/{scale} scale" if scale > 1 else "")
+        )
+    if jpeg:
+        native = _region_decoder()
+        if native is not None:
+            out = np.empty((h, w, MODES[mode]), dtype=np.uint8)
+            try:
+                native.decode_region(buf, out, y, x, h, w, scale, mode == "L", fast, strict)
+                return out
+            except NotImplementedError:
+                pass  # CMYK/YCCK: simplejpeg converts those
+            except ValueError as exc:
+                raise DecodeError(f"cannot decode image: {exc}", path=path,
+                                  index=index) from exc
+        img = decode(buf, mode=mode, fast=fast, strict=strict, max_pixels=None, path=path,
+                     index=index, target_size=full if scale > 1 else None)
+    return np.ascontiguousarray(img[y : y + h, x : x + w])
 
 
 def _decode_pillow(buf, mode, path, index, max_pixels) -> np.ndarray:

@@ -290,7 +290,7 @@ def _scan_kept(buf, offsets, lengths, stop, problem, verify, keep):
     """The end of :func:`scan` when only every ``step``-th frame from ``first`` is wanted."""
     first, step = keep
     n = len(offsets)
-    records: list[bytes | None] = [None] * n
+    records = [None] * n  # the payloads of the kept frames replace these
     if first < n:
         cut = _cut(buf, offsets[first::step], lengths[first::step], ())
         if verify:
