@@ -9,11 +9,12 @@ ImportError: no_such_module_xyz is needed for this feature: pip install 'feedlin
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from types import ModuleType
 
-__all__ = ["require"]
+__all__ = ["require", "compiled"]
 
 
 def require(module: str, *, extra: str) -> ModuleType:
@@ -34,3 +35,17 @@ def require(module: str, *, extra: str) -> ModuleType:
         raise ImportError(
             f"{top} is needed for this feature: pip install 'feedline[{extra}]'"
         ) from exc
+
+
+@functools.cache
+def compiled(module: str) -> ModuleType | None:
+    """The optional C extension ``module``, or ``None`` where the install did not build it
+    (no compiler or headers: ``setup.py`` marks every extension optional). Looked up once.
+
+    >>> compiled("feedline.no_such_extension") is None
+    True
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None

@@ -34,7 +34,6 @@ True
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -42,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline._internal.optional import require
+from feedline._internal.optional import compiled, require
 from feedline._internal.validate import (
     non_negative_float,
     non_negative_int,
@@ -124,18 +123,8 @@ def _check_image(img: Any, who: str) -> np.ndarray:
     return img
 
 
-_KERNELS: Any = False  # feedline.image._kernels once looked up; None where it was not built
-
-
 def _kernels() -> Any:
-    global _KERNELS
-    if _KERNELS is False:
-        try:
-            module = importlib.import_module("feedline.image._kernels")
-        except ImportError:
-            module = None
-        _KERNELS = module
-    return _KERNELS
+    return compiled("feedline.image._kernels")
 
 
 def _pil_resize(

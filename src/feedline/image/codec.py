@@ -41,13 +41,12 @@ feedline.exceptions.DecodeError: train.rec: record 7: cannot decode image: unkno
 
 from __future__ import annotations
 
-import importlib
 import io
 from typing import Any
 
 import numpy as np
 
-from feedline._internal.optional import require
+from feedline._internal.optional import compiled, require
 from feedline._internal.validate import one_of, optional_positive_int, positive_int
 from feedline.exceptions import DecodeError
 
@@ -73,7 +72,6 @@ _SIGNATURES = (
 
 _simplejpeg = None
 _pil_image = None
-_libjpeg: Any = False  # the C extension once looked up; None where it was not built
 
 
 def _sj():
@@ -84,14 +82,7 @@ def _sj():
 
 
 def _region_decoder() -> Any:
-    global _libjpeg
-    if _libjpeg is False:
-        try:
-            module = importlib.import_module("feedline.image._libjpeg")
-        except ImportError:
-            module = None
-        _libjpeg = module
-    return _libjpeg
+    return compiled("feedline.image._libjpeg")
 
 
 def region_decoding() -> bool:
