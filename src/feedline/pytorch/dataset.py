@@ -39,7 +39,10 @@ above run per part, so each part decodes only its own records. Stages such as ``
 (their meaning depends on seeing every item). Batches are then made per part: each
 record is in exactly one batch, and each part may end with a short batch; a buffer
 ``shuffle`` above the split gets a seed of its own per part (derived from its seed and
-the part), so the parts' orders are independent and still the same in every run.
+the part), so the parts' orders are independent and still the same in every run. A
+TFRecord reader right below the split is told which records its part drops
+(``TFRecordReader.hint_stride``) and hands those over without copying them or checking
+their data CRC: the part that keeps a record checks it.
 
 Under DDP every rank must run the same number of steps. Parts of a stream can differ
 by a record (and so by a batch); give such a pipeline a length that splits evenly, drop
