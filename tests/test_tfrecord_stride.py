@@ -85,3 +85,13 @@ def test_skip_mode_parts_agree_on_which_records_are_dropped(records, tmp_path):
         parts = [_part(bad, r, 2, on_error="warn").to_list() for r in range(2)]
     kept = recs[:index] + recs[index + 1:]
     assert parts == [kept[0::2], kept[1::2]]
+
+
+def test_hint_options_are_checked(records):
+    path, _ = records
+    reader = TFRecordReader(path)
+    with pytest.raises(ValueError, match="`first` must be"):
+        reader.hint_stride(-1, 2)
+    with pytest.raises(ValueError, match="`step` must be"):
+        reader.hint_stride(0, 0)
+    reader.close()

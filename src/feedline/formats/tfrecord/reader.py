@@ -131,16 +131,14 @@ class _Source:
             return False
         held = self.end - self.start
         need = max(need, held + 1)
-        if len(self.buf) < self.block_size:
+        if len(self.buf) < self.block_size:  # still ramping up from the first read
             grown = bytearray(min(2 * len(self.buf), self.block_size))
             grown[:held] = self.buf[self.start : self.end]
             self.buf = grown
-            self.base += self.start
-            self.start, self.end = 0, held
         elif self.start:
             self.buf[:held] = self.buf[self.start : self.end]
-            self.base += self.start
-            self.start, self.end = 0, held
+        self.base += self.start
+        self.start, self.end = 0, held
         got = False
         while True:
             if self.end == len(self.buf):
