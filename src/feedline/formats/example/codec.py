@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from feedline.exceptions import CorruptRecordError
+from feedline.formats.example import _native, wire
 from feedline.formats.example import parse as _parse
-from feedline.formats.example import wire
 from feedline.formats.example.spec import (
     FixedLenFeature,
     FixedLenSequenceFeature,
@@ -150,6 +150,15 @@ def _bytes_item(name: str, v: Any) -> bytes:
     raise TypeError(f"feature {name!r}: expected bytes or str items, got {type(v).__name__}")
 
 
+def _feature_bytes(name: str, value: Any, packed: Any) -> bytes:
+    """One serialized ``Feature`` of ``value``: what :func:`encode_example` writes for it."""
+    kind, values = _to_feature(name, value)
+    return wire.encode_feature(kind, values, packed=packed)
+
+
+_native.provide(BytesList, _feature_bytes)
+
+
 def _features_arg(features: Mapping[str, Any], what: str) -> dict:
     if not isinstance(features, Mapping):
         raise TypeError(
@@ -173,6 +182,11 @@ def encode_example(features: Mapping[str, Any], *, packed: bool = True) -> bytes
     >>> decode_example(blob)
     {'label': array([1, 2]), 'x': array([0.5], dtype=float32), 'name': [b'ab']}
     """
+    ext = _native.extension()
+    if ext is not None and type(features) is dict:
+        blob = ext.encode_example(features, packed)  # None: a name the Python path rejects
+        if blob is not None:
+            return blob
     if not isinstance(features, Mapping):
         _features_arg(features, "features")  # raises the TypeError
     entries = []
@@ -297,6 +311,11 @@ def decode_example(serialized: bytes, *, index: int | None = None) -> dict[str, 
     ...
     feedline.exceptions.CorruptRecordError: ...
     """
+    ext = _native.extension()
+    if ext is not None and type(serialized) is bytes:
+        decoded = ext.decode_example(serialized)  # None: damaged or unusual, see below
+        if decoded is not None:
+            return decoded
     buf = _as_bytes(serialized, index)
     try:
         ranges = wire.feature_ranges(buf, 0, len(buf), example=True, strict=True)
@@ -364,6 +383,10 @@ def parse_example(serialized: Sequence[bytes], features: Mapping[str, Any]) -> d
     ([[0, 0], [1, 0], [1, 1]], [b'ab', b'c', b'd'], [2, 2])
     """
     features = _parse.check_specs(features, "features")
+    if type(serialized) is list:  # records already bytes need no conversion
+        out = _parse.parse_examples_compiled(serialized, features)
+        if out is not None:
+            return out
     return _parse.parse_examples(_parse.as_batch(serialized, _as_bytes), features)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from feedline.exceptions import CorruptRecordError, DecodeError, MissingFeatureError
-from feedline.formats.example import batch, wire
+from feedline.formats.example import _native, batch, wire
 from feedline.formats.example.spec import (
     SPECS,
     FixedLenSequenceFeature,
@@ -36,7 +36,14 @@ from feedline.formats.example.spec import (
     VarLenFeature,
 )
 
-__all__ = ["parse_examples", "parse_sequences", "strip_batch", "check_specs", "as_batch"]
+__all__ = [
+    "parse_examples",
+    "parse_examples_compiled",
+    "parse_sequences",
+    "strip_batch",
+    "check_specs",
+    "as_batch",
+]
 
 _CODE = {"string": 1, "float32": 2, "int64": 3}
 _CODE_NAME = {1: "string", 2: "float32", 3: "int64"}
@@ -122,6 +129,19 @@ def _take(arr: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
     return arr[shift + np.arange(total)]
 
 
+def _check_kinds(kinds: np.ndarray, dtype: str, name: str, record) -> None:
+    """Raise :class:`DecodeError` for the first row whose kind (0 = none) is not
+    ``dtype``'s; ``record(row)`` is the record index to name."""
+    wrong = np.flatnonzero((kinds != 0) & (kinds != _CODE[dtype]))
+    if wrong.size:
+        j = int(wrong[0])
+        raise DecodeError(
+            f"feature {name!r} holds {_CODE_NAME[int(kinds[j])]} values, the spec "
+            f"wants {dtype}",
+            index=record(j),
+        )
+
+
 class _Gather:
     """Values and per-row counts of each key, computed once per (key, dtype).
 
@@ -150,14 +170,7 @@ class _Gather:
     def _gather(self, key: str, dtype: str, name: str):
         ch = self.chunks[key.encode("utf-8")]
         code = _CODE[dtype]
-        wrong = np.flatnonzero((ch.kinds != 0) & (ch.kinds != code))
-        if wrong.size:
-            j = int(wrong[0])
-            raise DecodeError(
-                f"feature {name!r} holds {_CODE_NAME[int(ch.kinds[j])]} values, the spec "
-                f"wants {dtype}",
-                index=self.record(j),
-            )
+        _check_kinds(ch.kinds, dtype, name, self.record)
         present = ch.kinds != 0
         n = self.rows
         if code == 1:
@@ -186,6 +199,42 @@ class _Gather:
             per_chunk = np.add.reduceat(data < 0x80, np.cumsum(length) - length)
             counts = np.bincount(rec, weights=per_chunk, minlength=n).astype(np.int64)
         return present, counts, values
+
+
+class _Scanned:
+    """What :class:`_Gather` gives, from the C extension's scan of a batch: per key the
+    kind of each record, its number of values and the values of each kind in record
+    order (``scan_examples`` in ``_wire.c``)."""
+
+    def __init__(self, found: dict, rows: int) -> None:
+        self.found = found
+        self.rows = rows
+        self._done: dict = {}
+
+    @staticmethod
+    def record(row: int) -> int:
+        return int(row)
+
+    def __call__(self, key: str, dtype: str, name: str):
+        """``(present, counts, values)`` of ``key`` read as ``dtype``."""
+        cached = self._done.get((key, dtype))
+        if cached is None:
+            cached = self._done[(key, dtype)] = self._gather(key, dtype, name)
+        return cached
+
+    def _gather(self, key: str, dtype: str, name: str):
+        kinds, counts, ints, floats, strings = self.found[key.encode("utf-8")]
+        kinds = np.frombuffer(kinds, dtype=np.int8)
+        _check_kinds(kinds, dtype, name, self.record)
+        counts = np.frombuffer(counts, dtype=np.int64)
+        if dtype == "string":
+            values = np.empty(len(strings), dtype=object)
+            values[:] = strings
+        elif dtype == "float32":
+            values = np.frombuffer(floats, dtype=np.float32)
+        else:
+            values = np.frombuffer(ints, dtype=np.int64)
+        return kinds != 0, counts, values
 
 
 # --------------------------------------------------------------------------- results
@@ -217,7 +266,7 @@ def _sparse(counts: np.ndarray, values: np.ndarray) -> SparseTensorValue:
 
 
 def _partition_lengths(
-    spec: RaggedFeature, name: str, counts: np.ndarray, get: _Gather
+    spec: RaggedFeature, name: str, counts: np.ndarray, get: Any
 ) -> tuple[np.ndarray, ...]:
     """Row lengths for ``spec``'s partitions, applied innermost first, per record."""
     inner: list[np.ndarray] = []
@@ -273,7 +322,9 @@ def _partition_lengths(
     return (units.astype(np.int64), *inner)
 
 
-def _assemble(name: str, spec: Any, get: _Gather, n: int) -> Any:
+def _assemble(name: str, spec: Any, get: Any, n: int) -> Any:
+    """The result of ``spec`` for feature ``name``; ``get`` is a :class:`_Gather` or a
+    :class:`_Scanned` (the same values either way)."""
     if isinstance(spec, RaggedFeature):
         key = spec.value_key or name
         _, counts, values = get(key, spec.dtype, key)
@@ -364,14 +415,43 @@ def _decode_each(joined: bytes, starts: np.ndarray, ranges: dict, extras: dict, 
     return chunks
 
 
+def parse_examples_compiled(records: list, features: dict) -> dict[str, Any] | None:
+    """``parse_example`` on checked ``features`` by the C extension's scan, or ``None``
+    (then run :func:`parse_examples`) where it is not built, where a record is not
+    exactly ``bytes``, or where a record is damaged or written in a way the scan leaves
+    to the Python decoder. The results and the errors raised while assembling them are
+    :func:`parse_examples`'s.
+
+    >>> from feedline.example import FixedLenFeature, encode_example
+    >>> out = parse_examples_compiled([encode_example({"a": [1, 2]})],
+    ...                               {"a": FixedLenFeature([2], "int64")})
+    >>> out is None or out["a"].tolist() == [[1, 2]]
+    True
+    """
+    ext = _native.extension()
+    if ext is None:
+        return None
+    keys = _wanted(features)
+    found = ext.scan_examples(records, keys)
+    if found is None:
+        return None
+    n = len(records)
+    get = _Scanned(dict(zip(keys, found)), n)
+    return {name: _assemble(name, spec, get, n) for name, spec in features.items()}
+
+
 def parse_examples(bufs: list[bytes], features: dict) -> dict[str, Any]:
-    """``parse_example`` on already checked arguments.
+    """``parse_example`` on already checked arguments (the C extension's scan first,
+    where it is built and takes the records; else numpy over the whole batch).
 
     >>> from feedline.example import FixedLenFeature, encode_example
     >>> records = [encode_example({"a": [1, 2]}), encode_example({"a": [3, 4]})]
     >>> parse_examples(records, {"a": FixedLenFeature([2], "int64")})["a"].tolist()
     [[1, 2], [3, 4]]
     """
+    out = parse_examples_compiled(bufs, features)
+    if out is not None:
+        return out
     keys = _wanted(features)
     joined, starts, ranges, slow = batch.locate(bufs, keys)
     extras: dict[bytes, dict] = {k: {} for k in keys}
