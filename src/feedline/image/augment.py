@@ -127,6 +127,40 @@ def _kernels() -> Any:
     return compiled("feedline.image._kernels")
 
 
+#: the compiled resampler's filter numbers (``_kernels.resample``)
+_KERNEL_FILTERS = {"box": 0, "bilinear": 1, "hamming": 2, "bicubic": 3, "lanczos": 4}
+
+
+def _resize(
+    img: np.ndarray,
+    height: int,
+    width: int,
+    interpolation: str,
+    box: tuple[float, float, float, float] | None = None,
+) -> np.ndarray:
+    """Resize an HWC uint8/float32 image to exactly (height, width) as Pillow's
+    ``Image.resize`` does; with ``box`` (left, upper, right, lower), possibly fractional,
+    resize only that region.
+
+    uint8 images of 1 or 3 channels go through the compiled resampler where it was built
+    (``_kernels.resample``: Pillow 13's algorithm bit for bit, without Pillow's copies in
+    and out of its own image type); other images, and ``"nearest"``, through Pillow.
+    """
+    if box is None and img.shape[0] == height and img.shape[1] == width:
+        return img
+    kernels = _kernels()
+    filter_id = _KERNEL_FILTERS.get(interpolation)
+    if (kernels is not None and filter_id is not None and img.dtype == np.uint8
+            and img.shape[2] in (1, 3)):
+        if img.strides[2] != 1 or img.strides[1] != img.shape[2]:
+            img = np.ascontiguousarray(img)
+        out = np.empty((height, width, img.shape[2]), np.uint8)
+        kernels.resample(img, out, (0, 0, img.shape[1], img.shape[0]) if box is None else box,
+                         filter_id)
+        return out
+    return _pil_resize(img, height, width, interpolation, box)
+
+
 def _pil_resize(
     img: np.ndarray,
     height: int,
@@ -134,10 +168,7 @@ def _pil_resize(
     interpolation: str,
     box: tuple[float, float, float, float] | None = None,
 ) -> np.ndarray:
-    """Resize an HWC uint8/float32 image to exactly (height, width) with Pillow; with
-    ``box`` (left, upper, right, lower), possibly fractional, resize only that region."""
-    if box is None and img.shape[0] == height and img.shape[1] == width:
-        return img
+    """:func:`_resize` with Pillow itself."""
     Image = require("PIL.Image", extra="image")
     resample = getattr(Image.Resampling, interpolation.upper())
     channels = img.shape[2]
@@ -231,7 +262,7 @@ class Resize(Augmenter):
     def __call__(self, img, rng=None):
         _check_image(img, "Resize")
         h, w = self.output_size(img.shape[0], img.shape[1])
-        return _pil_resize(img, h, w, self.interpolation)
+        return _resize(img, h, w, self.interpolation)
 
 
 class CenterCrop(Augmenter):
@@ -385,7 +416,7 @@ class RandomResizedCrop(Augmenter):
         _check_image(img, "RandomResizedCrop")
         rng = np.random.default_rng() if rng is None else rng
         y, x, h, w = self.box(img.shape[0], img.shape[1], rng)
-        return _pil_resize(img[y : y + h, x : x + w], *self.size, self.interpolation)
+        return _resize(img[y : y + h, x : x + w], *self.size, self.interpolation)
 
     def _planned(self, buf: Any, mode: str, rng: Any, path: Any, record: Any) -> np.ndarray:
         """Decode the box of JPEG ``buf`` only, at a reduced DCT scale when the box allows,
@@ -398,7 +429,7 @@ class RandomResizedCrop(Augmenter):
         denom = codec.dct_reduction((h, w), self.size)
         if denom == 1:
             img = codec.decode_region(buf, (y, x, h, w), mode=mode, path=path, index=record)
-            return _pil_resize(img, *self.size, self.interpolation)
+            return _resize(img, *self.size, self.interpolation)
         # at 1/denom scale, full-size edge e lies at e / denom: decode the whole pixels
         # that cover the box, plus the margin the resampling filter reaches into (so the
         # result is that of resizing the box out of the whole reduced image), and resize
@@ -416,7 +447,7 @@ class RandomResizedCrop(Augmenter):
             min((x + w) / denom, float(small[1])) - left,
             min((y + h) / denom, float(small[0])) - top,
         )
-        return _pil_resize(img, *self.size, self.interpolation, box=box)
+        return _resize(img, *self.size, self.interpolation, box=box)
 
 
 class HorizontalFlip(Augmenter):
