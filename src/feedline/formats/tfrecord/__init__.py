@@ -29,7 +29,9 @@ compressed file, restoring decompresses again from the start and skips).
 :func:`read_batches` yields lists of ``batch_size`` records through the same reader; this
 is the fast path for small records: the reader fills a reusable 4 MiB buffer with one
 ``readinto`` and walks the frames in it, handling runs of equal-length frames with numpy
-instead of one Python step per frame.
+instead of one Python step per frame. Payloads of 32 KiB or more in an uncompressed local
+file skip that buffer: each is read with one ``os.pread`` straight into its ``bytes`` and
+checked there (one copy of the data instead of two).
 
 Both read local paths and fsspec URLs (``s3://``, ``gs://``, ``memory://``,
 ``file://``; ``storage_options`` go to fsspec, see :mod:`feedline.storage.fs`), opening the

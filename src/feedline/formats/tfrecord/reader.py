@@ -12,6 +12,7 @@ and the sidecar index builder :func:`build_index` (format and semantics: :mod:`f
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import warnings
@@ -25,9 +26,11 @@ from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError
 from feedline.formats.tfrecord.index import TFRecordIndex
 from feedline.formats.tfrecord.scan import (
+    FOOTER,
     HEADER,
     OVERHEAD,
     find_header,
+    length_crc,
     masked_crc,
     scan,
 )
@@ -52,6 +55,12 @@ _FIRST_BLOCK = 256 << 10  # bytes read first after opening
 #: records in the first chunk after opening; each chunk after it doubles up to
 #: ``_CHUNK_LIMIT``, so the first record comes without cutting a whole buffer
 _FIRST_CHUNK = 8
+#: payloads at least this long in a plain local file are read straight from the file into
+#: their own ``bytes`` (one copy) instead of through the block buffer (two copies); for
+#: shorter ones the two system calls per record cost more than the copy saved
+_DIRECT_MIN = 32 << 10
+#: payload bytes gathered by one chunk of such direct reads
+_DIRECT_CHUNK = 1 << 20
 
 
 def detect_compression(
@@ -112,11 +121,21 @@ class _Source:
             path, compression, storage_options=storage_options, detect=_detect
         )
         self.size = _compression.stream_size(self.file) if self.compression is None else None
+        self.fd = self._direct_fd()
 
     def _open(self) -> None:
         self.file, _ = _compression.open_reader(
             self.path, self.compression, storage_options=self.storage_options
         )
+        self.fd = self._direct_fd()
+
+    def _direct_fd(self) -> int | None:
+        """The descriptor for positional reads (``os.pread``) of a plain local file, else
+        ``None`` (compressed streams and fsspec files are only read through the buffer)."""
+        if self.compression is None and isinstance(self.file, io.BufferedReader):
+            if hasattr(os, "pread"):
+                return self.file.fileno()
+        return None
 
     def offset(self) -> int:
         return self.base + self.start
@@ -179,6 +198,7 @@ class _Source:
         self.base, self.start, self.end = offset, 0, 0
 
     def close(self) -> None:
+        self.fd = None
         if self.file is not None:
             self.file.close()
             self.file = None
@@ -301,7 +321,7 @@ class TFRecordReader(DatasetIterator[bytes]):
         while len(out) < n:
             if self._i >= len(self._records):
                 try:
-                    if not self._fill():
+                    if not self._fill(n - len(out)):
                         break
                 except CorruptRecordError:
                     if out:
@@ -328,8 +348,15 @@ class TFRecordReader(DatasetIterator[bytes]):
                 src.seek(parked)
         return src
 
-    def _fill(self) -> bool:
-        """Load the next chunk of records into ``self._records``; False at the end."""
+    def _fill(self, want: int | None = None) -> bool:
+        """Load the next chunk of records into ``self._records``; False at the end.
+
+        ``want``: the records the caller needs now. A chunk of large records read
+        straight from the file stops one record after that: the record read ahead stays
+        allocated after the records just returned, so that when the caller frees those,
+        the allocator reuses their memory for the next ones rather than returning it to
+        the system and faulting fresh pages in again (glibc gives back free memory at the
+        top of its heap); without it every other batch of ``read_batches`` did."""
         src = self._source()
         self._chunk_index += len(self._records)
         self._records, self._i = [], 0
@@ -353,6 +380,14 @@ class TFRecordReader(DatasetIterator[bytes]):
                     return False
                 continue
             if problem.kind == "partial":
+                if (
+                    src.fd is not None
+                    and problem.length is not None
+                    and problem.length >= _DIRECT_MIN
+                    and self._fill_direct(src, limit if want is None else min(limit, want + 1),
+                                          keep)
+                ):
+                    return True  # large records, read straight from the file
                 need = HEADER if problem.length is None else problem.length + OVERHEAD
                 at = src.offset()
                 fits = src.size is None or at + need <= src.size
@@ -386,6 +421,65 @@ class TFRecordReader(DatasetIterator[bytes]):
                     at,
                     resume=at + problem.length + OVERHEAD,
                 )
+
+    def _fill_direct(self, src: _Source, limit: int, keep: tuple[int, int] | None) -> bool:
+        """Load a chunk of large records read straight from the file; False if none.
+
+        ``src.buf[src.start:]`` holds the checked header of a frame whose payload is at
+        least ``_DIRECT_MIN`` bytes. Each such frame's payload is read with one
+        ``os.pread`` into its own ``bytes`` and its footer with the next header by a
+        second one; this goes on while the frames are large, whole within the file and
+        sound, up to ``limit`` records or about ``_DIRECT_CHUNK`` payload bytes. Anything
+        else (a short or damaged frame, a small one, a file that changed size) stops the
+        chunk before that frame, whose header is left in the buffer: the buffered path
+        then reads it and reports damage with its usual messages.
+        """
+        fd, size, verify = src.fd, src.size, self.verify
+        assert fd is not None and size is not None
+        pread, u64, u32 = os.pread, _U64.unpack_from, _U32.unpack_from
+        first, step = keep if keep is not None else (0, 1)
+        pos = src.base + src.start
+        head = bytes(src.buf[src.start : src.start + HEADER])
+        length = u64(head)[0]
+        records: list[bytes | None] = []
+        offsets: list[int] = []
+        total = 0
+        while True:
+            end = pos + HEADER + length
+            if end + FOOTER > size:
+                break  # truncated (or the file changed): the buffered path reports it
+            j = len(records)
+            if j >= first and (j - first) % step == 0:
+                data = pread(fd, length, pos + HEADER)
+                tail = pread(fd, FOOTER + HEADER, end)
+                if len(data) != length or len(tail) < FOOTER:
+                    break
+                if verify and masked_crc(data) != u32(tail)[0]:
+                    break  # yield the records before it; the buffered path reports it
+                records.append(data)
+                total += length
+            else:  # not wanted (hint_stride): only walk past it
+                tail = pread(fd, FOOTER + HEADER, end)
+                if len(tail) < FOOTER:
+                    break
+                records.append(None)
+            offsets.append(pos)
+            pos = end + FOOTER
+            head = tail[FOOTER:]
+            if len(head) < HEADER or len(records) >= limit or total >= _DIRECT_CHUNK:
+                break
+            length = u64(head)[0]
+            if length < _DIRECT_MIN or (verify and length_crc(length) != u32(head, 8)[0]):
+                break
+        if not records:
+            return False
+        # the buffer now starts at ``pos`` and holds what was read of the next header
+        src.base, src.start, src.end = pos, 0, len(head)
+        src.buf[: len(head)] = head
+        src.file.seek(pos + len(head))
+        self._records = records  # type: ignore[assignment]
+        self._offsets = np.array(offsets, dtype=np.int64)
+        return True
 
     def _refill(self, src: _Source, need: int) -> bool:
         try:
@@ -646,8 +740,9 @@ def read_batches(
     """Yield lists of ``batch_size`` records (``bytes``) from the TFRecord file ``path``.
 
     The fast path: records are cut from a large reusable buffer, runs of equal-length
-    frames are checked with numpy, and no Python object is made per framing step. Same
-    options (``storage_options`` included) and errors as :func:`read`.
+    frames are checked with numpy, and no Python object is made per framing step; payloads
+    of 32 KiB or more in an uncompressed local file are read straight into their ``bytes``
+    instead. Same options (``storage_options`` included) and errors as :func:`read`.
 
     >>> import os, tempfile
     >>> from feedline.tfrecord import write

@@ -38,6 +38,7 @@ __all__ = [
     "Problem",
     "scan",
     "find_header",
+    "length_crc",
 ]
 
 HEADER = 12
@@ -108,7 +109,12 @@ class Problem(NamedTuple):
 _length_crc_cache: dict[int, int] = {}
 
 
-def _length_crc(length: int) -> int:
+def length_crc(length: int) -> int:
+    """The masked CRC stored after a frame's 8 length bytes (cached for common lengths).
+
+    >>> length_crc(3) == masked_crc((3).to_bytes(8, "little"))
+    True
+    """
     value = _length_crc_cache.get(length)
     if value is None:
         value = masked_crc(_U64.pack(length))
@@ -269,7 +275,7 @@ def scan(buf, pos: int, end: int, limit: int, verify: bool,
                 problem = Problem("length_crc", stop, int(lengths[k]))
                 offsets, lengths, n = offsets[:k], lengths[:k], k
         if problem is not None and problem.kind == "partial" and problem.length is not None:
-            if _length_crc(problem.length) != _U32.unpack_from(buf, stop + 8)[0]:
+            if length_crc(problem.length) != _U32.unpack_from(buf, stop + 8)[0]:
                 problem = Problem("length_crc", stop, problem.length)
     if keep is not None and n:
         return _scan_kept(buf, offsets, lengths, stop, problem, verify, keep)
