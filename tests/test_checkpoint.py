@@ -91,12 +91,13 @@ class CrashAt(RunnerItem):
         return next_callback()
 
 
-def job(*, checkpointer=None, crash_at=None, data=None):
+def job(*, checkpointer=None, crash_at=None, data=None, prefetch=0):
     items = [CreateModel(resumable, seed=0), LocalUpdater()]
     if checkpointer is not None:
         items.append(checkpointer)
     record = Record()
-    items += [Counter(), DataProvider(pipeline() if data is None else data), History(), record, Noise()]
+    items += [Counter(), DataProvider(pipeline() if data is None else data, prefetch=prefetch),
+              History(), record, Noise()]
     if crash_at is not None:
         items.append(CrashAt(crash_at))
     items.append(TrainOps())
@@ -332,3 +333,34 @@ def test_params_export_for_inference(tmp_path):
     ckpt.load_params(full, fresh)
     with pytest.raises(TypeError, match="`model` must be a torch.nn.Module, got int"):
         ckpt.save_params(path, 3)
+
+
+def test_feeding_ahead_across_passes_keeps_batches_and_checkpoints_exact(tmp_path, one_thread):
+    """prefetch=2 over data ending in its own prefetch: the feeding thread reads the next
+    pass ahead, yet the batches, the pass-boundary entry and a mid-pass resume are those
+    of feeding in the training thread."""
+    seed_all(0)
+    reference, ref_record = job()
+    with reference:
+        reference.run(3)
+    seed_all(0)
+    ahead, ahead_record = job(prefetch=2, checkpointer=Checkpointer(tmp_path / "a"))
+    with ahead:
+        ahead.run(1)
+        boundary = ckpt.read_checkpoint(ckpt.latest_checkpoint(tmp_path / "a"))
+        ahead.run(3)  # up to 3 passes in all
+    assert boundary["runner"]["data"] == {"iterator": None, "epoch": 1}
+    assert ahead_record.batches == ref_record.batches
+
+    seed_all(0)
+    crashing, _ = job(prefetch=2, crash_at=7,
+                      checkpointer=Checkpointer(tmp_path / "b", every_n_batches=3, keep=None))
+    with pytest.raises(Crash):
+        with crashing:
+            crashing.run(3)
+    seed_all(12345)
+    resumed, record = job(prefetch=2, checkpointer=Checkpointer(tmp_path / "b", every_n_batches=3,
+                                                                resume="latest"))
+    with resumed:
+        assert resumed.run(3) == 2
+    assert record.batches == ref_record.batches[6:]

@@ -444,3 +444,75 @@ def test_dataset_close_stops_every_worker_stage_in_the_pipeline(leak_check):
     assert sum(ds.to_list()) == 20  # a later iteration starts them again
     ds.close()
     leak_check.assert_clean()
+
+
+# ---------------------------------------------------------------------------- small arrays
+def small_sample(i):
+    return (np.full(4, i, dtype=np.float32), i, str(i))
+
+
+def ragged(i):
+    return np.zeros(i % 3 + 1, dtype=np.int16) + i
+
+
+def test_small_array_results_arrive_equal_writable_and_independent(closing):
+    ds = stream(300).map(small_sample, workers=2)
+    closing(ds)
+    for _ in range(2):  # the second epoch starts with what the first one measured
+        out = ds.to_list()
+        assert all(type(o) is tuple and len(o) == 3 for o in out)
+        assert [o[1] for o in out] == list(range(300))
+        assert [o[2] for o in out] == [str(i) for i in range(300)]
+        for i, (a, _, _) in enumerate(out):
+            assert a.dtype == np.float32 and a.shape == (4,) and a.tolist() == [i] * 4
+        out[0][0][:] = -1  # rows are writable and do not share elements
+        assert out[0][0].flags.writeable and out[1][0].tolist() == [1.0] * 4
+
+
+def test_results_that_do_not_stack_arrive_as_they_were(closing):
+    ds = stream(50).map(ragged, workers=2)
+    closing(ds)
+    out = ds.to_list()
+    assert [a.tolist() for a in out] == [ragged(i).tolist() for i in range(50)]
+    assert all(a.dtype == np.int16 for a in out)
+
+
+def test_pack_entries_only_stacks_plain_tuples_of_ok_entries():
+    from feedline.runtime.workers import ERROR, OK, pack_entries, unpack_entries
+
+    rows = [(OK, (np.arange(3) + i, i)) for i in range(5)]
+    packed = pack_entries(rows)
+    assert isinstance(packed, tuple)
+    back = unpack_entries(packed)
+    assert [s for s, _ in back] == [OK] * 5
+    assert all(np.array_equal(b[0], r[0]) and b[1] == r[1] for (_, b), (_, r) in zip(back, rows))
+    with_error = rows[:2] + [(ERROR, ("blob",))]
+    assert pack_entries(with_error) is with_error
+    lists = [(OK, [np.arange(3), i]) for i in range(3)]  # lists are not tuples: kept as they are
+    assert pack_entries(lists) is lists
+    objects = [(OK, (np.array([None]), i)) for i in range(3)]
+    assert pack_entries(objects) is objects
+
+
+def failing_stream(n, bad):
+    def read():
+        for i in range(n):
+            if i == bad:
+                raise ValueError(f"bad record {i}")
+            yield i
+    return Dataset.from_reader(read, deterministic=True)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_an_error_of_the_input_is_raised_in_its_place(closing, batched):
+    ds = failing_stream(40, 5).map(square, workers=2)
+    closing(ds)
+    it = (ds.batch(3) if batched else ds).iterator()
+    got = []
+    with pytest.raises(ValueError, match="bad record 5") as info:
+        for x in it:
+            got.append(x)
+    assert info.value.__notes__[0] == "raised by the input of stage 'map(square)' at item 5"
+    assert got == ([[0, 1, 4]] if batched else [0, 1, 4, 9, 16])
+    assert list(it) == []  # the iteration is over
+    it.close()

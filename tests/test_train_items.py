@@ -7,6 +7,8 @@ import io
 import math
 import os
 import pickle
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -344,6 +346,81 @@ def test_data_provider_validates_options():
         DataProvider(lambda: iter([]), batch_size=0)
     with pytest.raises(ValueError, match="`remainder` must be one of 'pad', 'drop', 'keep', got 'x'"):
         DataProvider(lambda: iter([]), remainder="x")
+    with pytest.raises(TypeError, match="`prefetch_next_pass` must be a bool, got 1"):
+        DataProvider(lambda: iter([]), prefetch=2, prefetch_next_pass=1)
+
+
+def _feed_threads():
+    return [t for t in threading.enumerate() if t.name == "feedline-feed" and t.is_alive()]
+
+
+def _wait_for(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return condition()
+
+
+class StopAfter(RunnerItem):
+    """Ends every pass after ``n`` batches ("no more data" before the data ends)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def on_batch_end(self, next_callback):
+        stop = next_callback()
+        return stop or self.context.batch_id + 1 >= self.n
+
+
+@pytest.mark.parametrize("next_pass", [True, False])
+def test_data_provider_prefetch_reads_the_next_pass_ahead(next_pass):
+    x, y = make_data(12)
+    read = []  # (epoch of the item's order, item) in the order the pipeline produced them
+    data = (Dataset.from_arrays(x, y).shuffle(5, seed=3)
+            .map(lambda s: read.append(s[0].tobytes()) or s).batch(4))
+    grab = Grab()
+    provider = DataProvider(data, prefetch=2, prefetch_next_pass=next_pass)
+    with Runner([CreateModel(linear_net()), Counter(), provider, grab]) as runner:
+        runner.run_one_pass()
+        assert provider.state_dict() == {"iterator": None, "epoch": 1}
+        if next_pass:  # the next pass's first batches are read before it begins
+            assert _wait_for(lambda: len(read) >= 12 + 8)
+            assert len(_feed_threads()) == 1
+        else:
+            assert len(read) == 12 and _feed_threads() == []
+        runner.run_one_pass()
+        runner.run_one_pass()
+    assert _feed_threads() == []  # finalize stops the thread (and the pipeline under it)
+    reference = Grab()
+    with Runner([CreateModel(linear_net()), Counter(),
+                 DataProvider(Dataset.from_arrays(x, y).shuffle(5, seed=3).batch(4)),
+                 reference]) as runner:
+        for _ in range(3):
+            runner.run_one_pass()
+    assert len(grab.batches) == len(reference.batches) == 9
+    for got, want in zip(grab.batches, reference.batches):
+        assert all(torch.equal(got[k], want[k]) for k in want)
+
+
+def test_data_provider_prefetch_stops_reading_when_a_pass_ends_early():
+    x, y = make_data(40)
+    provider = DataProvider(Dataset.from_arrays(x, y).shuffle(8, seed=0).batch(4).prefetch(3),
+                            prefetch=2)
+    grab = Grab()
+    with Runner([CreateModel(linear_net()), Counter(), provider, StopAfter(2), grab]) as runner:
+        runner.run_one_pass()
+        assert _feed_threads() == []  # stopped with the pass, as without reading ahead
+        runner.run_one_pass()
+    # each pass starts its own epoch from the beginning, as when fed in the training thread
+    reference = Grab()
+    with Runner([CreateModel(linear_net()), Counter(),
+                 DataProvider(Dataset.from_arrays(x, y).shuffle(8, seed=0).batch(4)),
+                 StopAfter(2), reference]) as runner:
+        runner.run_one_pass()
+        runner.run_one_pass()
+    assert len(grab.batches) == len(reference.batches) == 4
+    for got, want in zip(grab.batches, reference.batches):
+        assert all(torch.equal(got[k], want[k]) for k in want)
 
 
 # ---------------------------------------------------------------------- train / test ops

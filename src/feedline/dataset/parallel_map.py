@@ -116,6 +116,7 @@ _CAPTURE_SLOW = 20e-6  # a parent get_state slower than this is captured less of
 _MAX_CAPTURE_EVERY = 256
 _DEFAULT_SHM_BUDGET = 1 << 30
 _CHUNK_BYTES = 1 << 20  # big items gain nothing from sharing a message; keep blocks small
+_RAMP_START = 4  # items in an iteration's first chunk per worker; doubles per chunk sent
 
 
 class ParallelMapDataset(Dataset):
@@ -223,6 +224,11 @@ class _PoolHolder:
         self.exact_states = _has_shard(ds._parents[0])
         self.auto = ds.workers == "auto"
         self.workers: int | None = None if self.auto else int(ds.workers)
+        # measurements of earlier iterations (per-item seconds and bytes, how often the
+        # input's state is captured): a new iteration starts tuned instead of from scratch
+        self.item_s: float | None = None
+        self.item_bytes: float | None = None
+        self.capture_every = 1
         self._lock = threading.Lock()
         self._idle: WorkerPool | None = None
         self._leased: set[WorkerPool] = set()
@@ -306,13 +312,16 @@ class _ParallelMapIterator(DatasetIterator):
         self._rr_start = 0
         # parent states (stream inputs)
         self._captures: deque[tuple[int, Any]] = deque()
-        self._capture_every = 1
+        self._capture_every = holder.capture_every
         self._capture_error: StateError | None = None
         # tuning
         self._chunk = 1
+        self._ramp = _RAMP_START
+        self._ramp_sends = 0
         self._window = 1
-        self._item_s: float | None = None
-        self._item_bytes: float | None = None
+        self._item_s: float | None = holder.item_s
+        self._item_bytes: float | None = holder.item_bytes
+        self._pull_from: Any = None  # the input's fast path (DatasetIterator._fast)
         self._bytes_cap = 1 << 22
         self._shm_budget = _DEFAULT_SHM_BUDGET
         self._calibration: autotune.WorkerCalibration | None = None
@@ -438,6 +447,30 @@ class _ParallelMapIterator(DatasetIterator):
                 self._finish_calibration()
         return self._unwrap(pos, entry)
 
+    def _fast(self) -> Any:
+        """Ordered: a generator that hands out results already back from the workers
+        without the bookkeeping of a full ``next`` call (which it falls back to for
+        everything else: waiting, errors, calibration, the end)."""
+        return self._yield_ready() if self._ordered else self
+
+    def _yield_ready(self) -> Any:
+        advance = self._advance
+        while True:
+            if self._calibration is None and not self._done:
+                p = self._next_yield
+                entry = self._ready.pop(p, None)
+                if entry is not None:
+                    if entry[0] == OK:
+                        advance(p)
+                        yield entry[1]
+                        continue
+                    self._ready[p] = entry  # an error: raised by __next__ with its notes
+            try:
+                item = self.__next__()
+            except StopIteration:
+                return
+            yield item
+
     def _check_pool(self) -> WorkerPool:
         pool = self._pool
         if pool is None or pool.broken is not None:
@@ -449,7 +482,7 @@ class _ParallelMapIterator(DatasetIterator):
         p = self._next_yield
         ready = self._ready
         while p not in ready:
-            self._dispatch()
+            self._dispatch(p)
             if p in ready:
                 break
             if self._exhausted and p >= self._next_pull:
@@ -526,19 +559,16 @@ class _ParallelMapIterator(DatasetIterator):
                 not self._captures or p - self._captures[-1][0] >= self._capture_every
             ):
                 self._capture(p)
+            pull_from = self._pull_from
+            if pull_from is None:
+                pull_from = self._pull_from = self._source._fast()
             try:
-                item = next(self._source)
+                item = next(pull_from)
             except StopIteration:
                 self._exhausted = True
                 return None
-            except Exception as exc:  # raised in its place in the output
-                self._exhausted = True
-                self._inflight += 1
-                add_note(exc, f"raised by the input of stage {self._stage!r} at item {p}")
-                if self._ordered:
-                    self._ready[p] = (_LOCAL_ERROR, exc)
-                else:
-                    self._ready.append((p, (_LOCAL_ERROR, exc)))
+            except Exception:  # raised in its place in the output
+                self._pull_error()
                 return None
         self._next_pull = p + 1
         if p in self._yielded_ahead:
@@ -568,16 +598,23 @@ class _ParallelMapIterator(DatasetIterator):
             and not self._holder.exact_states
         ):
             self._capture_every *= 2
+            self._holder.capture_every = self._capture_every
 
-    def _dispatch(self) -> None:
-        """Pull while the window allows and send chunks to workers with room."""
+    def _dispatch(self, want: int | None = None) -> None:
+        """Pull while the window allows and send chunks to workers with room. With
+        ``want`` (the position the consumer waits for), replies that arrived meanwhile
+        are collected after every chunk sent, and pulling stops once ``want`` is back."""
         pool = self._check_pool()
         if self._calibration is not None and self._next_pull >= self._rr_start and not any(
             pool.outstanding(w) for w in range(self._n)
         ):
             self._finish_calibration()  # all calibration items are back: decide now
-        depth, chunk = self._depth, self._chunk
+        depth, chunk = self._depth, min(self._chunk, self._ramp)
         pending = self._pending
+        if (self._ordered and self._source is not None and self._calibration is None
+                and self._capture_error is None and not self._yielded_ahead):
+            self._pull_ordered(pool, want)
+            chunk = min(self._chunk, self._ramp)
         while (
             not self._exhausted
             and self._inflight < self._window
@@ -588,6 +625,11 @@ class _ParallelMapIterator(DatasetIterator):
                 break
             if w >= 0 and len(pending[w]) >= chunk and len(pool.outstanding(w)) < depth:
                 self._send(w)
+                chunk = min(self._chunk, self._ramp)
+                if want is not None and want < self._next_pull:
+                    if self._poll_replies(want):
+                        break
+                    chunk = min(self._chunk, self._ramp)
         full = self._exhausted or self._inflight >= self._window
         for w in range(self._n):
             pend = pending[w]
@@ -595,10 +637,89 @@ class _ParallelMapIterator(DatasetIterator):
             while pend and len(out) < depth and (full or not out or len(pend) >= chunk):
                 self._send(w)
 
+    def _pull_ordered(self, pool: WorkerPool, want: int | None) -> None:
+        """The pull loop of :meth:`_dispatch` (the same pulls, captures and sends as
+        repeated :meth:`_pull_one`), for the common case: ordered, a stream input whose
+        state can be captured, no calibration running, nothing yielded ahead."""
+        src = self._pull_from
+        if src is None:
+            assert self._source is not None  # callers check for a stream input
+            src = self._pull_from = self._source._fast()
+        pending, load, n, rr = self._pending, self._load, self._n, self._rr_start
+        outstanding, depth = pool.outstanding, self._depth
+        caps = self._captures
+        window, chunk = self._window, min(self._chunk, self._ramp)
+        p, inflight = self._next_pull, self._inflight
+        next_capture = caps[-1][0] + self._capture_every if caps else p
+        sync = True  # write p and inflight back on the way out
+        try:
+            while not self._exhausted and inflight < window:
+                if p >= next_capture:
+                    self._capture(p)
+                    if self._capture_error is not None:
+                        return  # _dispatch's general loop carries on
+                    next_capture = p + self._capture_every
+                try:
+                    item = next(src)
+                except StopIteration:
+                    self._exhausted = True
+                    return
+                except Exception:
+                    self._next_pull, self._inflight = p, inflight
+                    sync = False  # _pull_error moves them on
+                    self._pull_error()
+                    return
+                w = (p - rr) % n if p >= rr else 0
+                pend = pending[w]
+                pend.append((p, item))
+                load[w] += 1
+                p += 1
+                inflight += 1
+                if len(pend) >= chunk and len(outstanding(w)) < depth:
+                    self._next_pull, self._inflight = p, inflight
+                    self._send(w)
+                    if want is not None and want < p and self._poll_replies(want):
+                        return
+                    window, chunk = self._window, min(self._chunk, self._ramp)
+        finally:
+            if sync:
+                self._next_pull, self._inflight = p, inflight
+
+    def _pull_error(self) -> None:
+        """Record the exception being handled, raised by the input while pulling position
+        ``self._next_pull``: it is raised in its place in the output."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        assert isinstance(exc, Exception)  # called from an `except Exception` block
+        p = self._next_pull
+        self._exhausted = True
+        self._inflight += 1
+        add_note(exc, f"raised by the input of stage {self._stage!r} at item {p}")
+        if self._ordered:
+            self._ready[p] = (_LOCAL_ERROR, exc)
+        else:
+            self._ready.append((p, (_LOCAL_ERROR, exc)))
+
+    def _poll_replies(self, want: int) -> bool:
+        """Collect the replies already waiting (without blocking); whether ``want`` is ready."""
+        pool = self._pool
+        assert pool is not None  # called from _dispatch, on an open pool
+        busy = [w for w in range(self._n) if pool.outstanding(w)]
+        if busy:
+            for w in pool.ready(busy, 0):
+                self._collect(w)
+        return want in self._ready
+
     def _send(self, w: int) -> None:
         pend = self._pending[w]
-        chunk = pend[: self._chunk]
-        del pend[: self._chunk]
+        size = min(self._chunk, self._ramp)
+        if size < self._chunk and len(pend) >= size:
+            self._ramp_sends += 1
+            if self._ramp_sends % self._n == 0:
+                self._ramp *= 2  # every worker got a full chunk of this size: double it
+        chunk = pend[:size]
+        del pend[:size]
         positions = [p for p, _ in chunk]
         items = None if self._source is None else [x for _, x in chunk]
         assert self._pool is not None  # sends happen on an open pool
@@ -679,6 +800,8 @@ class _ParallelMapIterator(DatasetIterator):
         else:
             self._item_s = 0.7 * self._item_s + 0.3 * per_item
             self._item_bytes = 0.7 * self._item_bytes + 0.3 * per_bytes
+        holder = self._holder
+        holder.item_s, holder.item_bytes = self._item_s, self._item_bytes
         self._retune()
 
     # ------------------------------------------------------------------ state
@@ -741,6 +864,9 @@ class _ParallelMapIterator(DatasetIterator):
                              "input, this one reads a stream")
         self._release()
         self._reset_buffers()
+        self._pull_from = None
+        self._ramp = _RAMP_START
+        self._ramp_sends = 0
         self._done = self._closed
         self._exhausted = False
         self._captures.clear()

@@ -45,6 +45,11 @@ class PrefetchDataset(Dataset):
     def name(self) -> str:
         return f"prefetch({'auto' if self._auto else self._size})"
 
+    @property
+    def buffer_size(self) -> int | str:
+        """The depth given: an int, or ``"auto"``."""
+        return "auto" if self._auto else self._size
+
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
         return BackgroundIterator(self._parents[0]._build(ctx), buffer_size=self._size,
                                   name=self.name, auto=self._auto)

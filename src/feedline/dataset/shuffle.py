@@ -211,17 +211,23 @@ class _ShuffleIterator(DatasetIterator):
                 read += 1
                 self._read = read
                 yield item
-        # drain: the input ended; empty the buffer in random order
-        u = self._rng.u
+        # drain: the input ended; empty the buffer in random order (draw k is
+        # u(k), read straight from the generator's block)
+        rng = self._rng
         while buf:
-            j = int(u(self._draws) * len(buf))
-            self._draws += 1
-            item = buf[j]
-            buf[j] = buf[-1]
-            buf.pop()
-            pos[j] = pos[-1]
-            pos.pop()
-            yield item
+            rng.u(self._draws)  # loads the block holding this draw
+            block = rng._block
+            for i in range(self._draws - rng._block_index * _BLOCK, _BLOCK):
+                if not buf:
+                    break
+                j = int(block[i] * len(buf))
+                self._draws += 1
+                item = buf[j]
+                buf[j] = buf[-1]
+                buf.pop()
+                pos[j] = pos[-1]
+                pos.pop()
+                yield item
 
     def __next__(self) -> Any:
         return next(self._gen)

@@ -157,7 +157,8 @@ class RunnerBuilder:
                                feeding: Any = None, batch_size: int | None = None,
                                drop_last: bool = False, prefetch: int = 0, shard: bool = True,
                                split_mode: str = "strided", remainder: str = "pad",
-                               stats: bool = False, sparse_layout: str = "csr") -> RunnerBuilder:
+                               stats: bool = False, sparse_layout: str = "csr",
+                               prefetch_next_pass: bool = True) -> RunnerBuilder:
         """Train on ``data`` (a Dataset or reader); see :class:`~feedline.train.items.DataProvider`
         for the options. ``batch_size`` is per process.
 
@@ -168,7 +169,8 @@ class RunnerBuilder:
         data = self._data(data, method, file_list, is_train=True)
         self._trainer = dict(data=data, feeding=feeding, batch_size=batch_size, drop_last=drop_last,
                              prefetch=prefetch, shard=shard, split_mode=split_mode,
-                             remainder=remainder, stats=stats, sparse_layout=sparse_layout)
+                             remainder=remainder, stats=stats, sparse_layout=sparse_layout,
+                             prefetch_next_pass=prefetch_next_pass)
         DataProvider(**self._trainer)
         return self
 
@@ -269,7 +271,7 @@ class RunnerBuilder:
                 items.append(_UseUpdater(updater))
             items += [DataProvider(t["data"], feeding=t["feeding"], batch_size=t["batch_size"],
                                    prefetch=t["prefetch"], shard=t["shard"], remainder="keep",
-                                   state_key=None),
+                                   state_key=None, prefetch_next_pass=False),
                       TestOps(), *self._extra]
             return Runner(items)
         o = self._options

@@ -18,6 +18,30 @@ Every pass is a new iteration of the dataset, i.e. a new epoch for seeded shuffl
 ``k``-th pass of a runner reads epoch ``k`` (counted by this item and checkpointed, so a
 job resumed in a new process goes on with the right epoch).
 
+**Feeding ahead** (``prefetch=N``): a background thread reads and converts up to ``N``
+batches ahead of the training step. When the data (after batching here, if it does)
+ends in its own ``.prefetch(M)`` stage, that thread takes the stage's place, reading up
+to ``N + M`` batches ahead (what the two queues held together): one thread instead of
+two handing every batch over, with the same items and states (a prefetch stage's state
+is its input's); the statistics report then has no row for that stage.
+
+With ``prefetch_next_pass`` (the default) the thread does not stop at the end of a
+pass's data: it starts the next epoch right away, so the next pass's first batches are
+read (the pipeline's start-up — filling shuffle buffers, workers' first chunks —
+included) while the last batches of this pass train. That is the data the next pass
+reads anyway, so checkpoints, resumption and seeded orders are unchanged: between
+passes the checkpoint entry still holds no position (the next pass starts its epoch
+from the beginning); a pass that ends before its data does (an item returned "no more
+data" early) stops the thread as before; restoring a checkpoint, ``finalize``, or a pass
+that is not the next epoch discards what was read ahead. After a runner's last pass
+the thread holds up to its depth of the next epoch's batches (and that epoch's
+pipeline, worker processes included) until ``finalize``. The next epoch's iteration
+begins (a reader function is called) before the pass-end items run: pass
+``prefetch_next_pass=False`` when the data must see what they do (e.g. an event handler
+that changes the file list at ``EndPass``). Testers
+(:class:`~feedline.train.items.TestOnPassEnd`, test runners) do not read ahead into
+their next pass.
+
 **Data parallel**: when ``context.world_size > 1`` and ``shard`` is true, the data must
 be a random-access dataset of samples and each rank reads its
 :func:`~feedline.train.distributed.split_dataset` part (``split_mode``, ``remainder``)
@@ -54,6 +78,8 @@ from typing import Any
 
 from feedline._internal.validate import non_negative_int, one_of, optional_positive_int
 from feedline.dataset.base import Dataset, RandomAccessDataset
+from feedline.dataset.iterator import DatasetIterator
+from feedline.dataset.prefetch import PrefetchDataset
 from feedline.exceptions import CheckpointError, FeedError
 from feedline.train.distributed import split_dataset
 from feedline.train.runner import RunnerContext, RunnerItem
@@ -164,6 +190,68 @@ def as_dataset(data: Any) -> Dataset:
     )
 
 
+class _PassEnd:
+    """What the feeding thread yields when a pass's data ends: the pass's statistics
+    report (or ``None``) and the epoch it reads next (``None``: it stopped)."""
+
+    __slots__ = ("stats", "next_epoch")
+
+    def __init__(self, stats: Any, next_epoch: int | None) -> None:
+        self.stats = stats
+        self.next_epoch = next_epoch
+
+
+class _Passes(DatasetIterator):
+    """The items of ``first`` (a pipeline iterator), then a :class:`_PassEnd`, then — with
+    ``next_pass`` — the items of the pipeline's next epoch, another ``_PassEnd``, and so
+    on; without it, ``StopIteration`` after the first ``_PassEnd``. ``get_state()`` is
+    the current epoch's iterator state, ``None`` between epochs. Run by a
+    :class:`~feedline.runtime.threads.BackgroundIterator`, so the next epoch's start-up
+    overlaps the end of the current pass."""
+
+    def __init__(self, pipeline: Dataset, first: Any, *, stats: bool, next_pass: bool) -> None:
+        self._pipeline = pipeline
+        self._it: Any = first
+        self._stats = stats
+        self._next_pass = next_pass
+        self._next_epoch: int | None = None
+
+    def __next__(self) -> Any:
+        it = self._it
+        if it is None:
+            if self._next_epoch is None:
+                raise StopIteration
+            it = self._it = self._pipeline.iterator(epoch=self._next_epoch,
+                                                    stats=True if self._stats else None)
+        try:
+            return next(it)
+        except StopIteration:
+            pass
+        self._it = None
+        report = it.stats() if self._stats else None
+        it.close()
+        self._next_epoch = it.epoch + 1 if self._next_pass else None
+        return _PassEnd(report, self._next_epoch)
+
+    def get_state(self) -> Any:
+        it = self._it
+        return None if it is None else it.get_state()
+
+    def stats(self) -> Any:
+        """The current epoch's statistics report (``None`` between epochs)."""
+        it = self._it
+        return None if it is None else it.stats()
+
+    def set_state(self, state: Any) -> None:  # pragma: no cover - never restored in place
+        raise NotImplementedError("a _Passes source starts from a pipeline iterator")
+
+    def close(self) -> None:
+        it, self._it = self._it, None
+        self._next_epoch = None
+        if it is not None:
+            it.close()
+
+
 class _Feed:
     """Pipeline stage: batch -> (batch, fed numpy values). Pickles with its feeder."""
 
@@ -187,7 +275,9 @@ class DataProvider(RunnerItem):
     ``feeding``: the feeding map (``None``: declaration order). ``batch_size``: batch
     the samples of ``data`` (default: ``network.batch_size``; ``None`` on both: ``data``
     yields batches). ``drop_last``: drop a last smaller batch. ``prefetch``: convert up
-    to this many batches ahead in a background thread (0: in the training thread).
+    to this many batches ahead in a background thread (0: in the training thread);
+    ``prefetch_next_pass``: let that thread go on into the next pass's first batches
+    when a pass's data ends (see "Feeding ahead" above; no effect without ``prefetch``).
     ``shard``, ``split_mode``, ``remainder``: data-parallel splitting (see above).
     ``sequence``, ``non_blocking``, ``sparse_layout`` (``"csr"`` or ``"csc"``: the layout
     of sparse inputs' tensors): passed to :func:`~feedline.pytorch.convert.to_torch`.
@@ -231,12 +321,16 @@ class DataProvider(RunnerItem):
         sparse_layout: str = "csr",
         stats: bool = False,
         state_key: str | None = "data",
+        prefetch_next_pass: bool = True,
     ) -> None:
         self.data = as_dataset(data)
         self.feeding = feeding
         self.batch_size = optional_positive_int("batch_size", batch_size)
         self.drop_last = bool(drop_last)
         self.prefetch = non_negative_int("prefetch", prefetch)
+        if not isinstance(prefetch_next_pass, bool):
+            raise TypeError(f"`prefetch_next_pass` must be a bool, got {prefetch_next_pass!r}")
+        self.prefetch_next_pass = prefetch_next_pass
         self.shard = bool(shard)
         self.split_mode = one_of("split_mode", split_mode, ("strided", "contiguous"))
         self.remainder = one_of("remainder", remainder, ("pad", "drop", "keep"))
@@ -244,11 +338,16 @@ class DataProvider(RunnerItem):
         self.non_blocking = bool(non_blocking)
         self.sparse_layout = one_of("sparse_layout", sparse_layout, ("csr", "csc"))
         self._convert: Any = None  # to_torch with these options, built on first use
+        self._depth = self.prefetch  # the feeding thread's depth (see initialize)
         self.stats = bool(stats)
         self.last_stats: Any = None
         self.state_key = state_key
         self.pipeline: Dataset | None = None
         self._it: Any = None
+        self._reader: Any = None  # the feeding thread (BackgroundIterator over _Passes)
+        self._passes: _Passes | None = None  # its source
+        self._reader_epoch: int | None = None  # the epoch it reads next, between passes
+        self._pass_end: _PassEnd | None = None  # set when this pass's data ended
         self._pending: dict | None = None
         self._count = 0
         self._resumed = False
@@ -279,10 +378,14 @@ class DataProvider(RunnerItem):
                 per_pass = n // batch_size if self.drop_last else math.ceil(n / batch_size)
         if batch_size is not None:
             ds = ds.batch(batch_size, drop_remainder=self.drop_last)
+        self._depth = self.prefetch
+        if self.prefetch and isinstance(ds, PrefetchDataset) and ds.buffer_size != "auto":
+            # the data ends in its own read-ahead thread: the feeding thread takes its place
+            # (one thread, not two handing each batch over; the same states)
+            self._depth = self.prefetch + int(ds.buffer_size)
+            ds = ds._parents[0]
         ds = ds.map(_Feed(feeder, batch_size is not None), name="feed")
-        if self.prefetch:
-            ds = ds.prefetch(self.prefetch)
-        self.pipeline = ds
+        self.pipeline = ds  # with prefetch, run by a _Passes source in a background thread
         self.effective_batch_size = batch_size
         context.batches_per_pass = per_pass
         next_callback(context)
@@ -292,22 +395,43 @@ class DataProvider(RunnerItem):
         self._close()
         state, self._pending = self._pending, None
         assert self.pipeline is not None  # built by initialize(), which runs first
-        if state is not None:
-            self._it = self.pipeline.iterator(state, stats=True if self.stats else None)
+        self._pass_end = None
+        if state is None and self._reader is not None and self._reader_epoch == self._epoch:
+            epoch = self._epoch  # the thread already reads this pass's epoch
+            self._it = self._reader
         else:
-            # pass k reads epoch k of the pipeline, also in a runner restored elsewhere
-            self._it = self.pipeline.iterator(epoch=self._epoch,
-                                              stats=True if self.stats else None)
-        self._epoch = self._it.epoch + 1
+            self._close_reader()
+            stats = True if self.stats else None
+            it: Any
+            if state is not None:
+                it = self.pipeline.iterator(state, stats=stats)
+            else:
+                # pass k reads epoch k of the pipeline, also in a runner restored elsewhere
+                it = self.pipeline.iterator(epoch=self._epoch, stats=stats)
+            epoch = it.epoch
+            if self.prefetch:
+                from feedline.runtime.threads import BackgroundIterator
+
+                passes = self._passes = _Passes(self.pipeline, it, stats=self.stats,
+                                                next_pass=self.prefetch_next_pass)
+                it = self._reader = BackgroundIterator(passes, buffer_size=self._depth,
+                                                       name="feed")
+            self._it = it
+        self._reader_epoch = None
+        self._epoch = epoch + 1
         self._count = 0
         self._resumed = state is not None
         next_callback()
 
     def on_batch_begin(self, next_callback: Any) -> bool:
         try:
-            batch, values = next(self._it)
+            item = next(self._it)
         except StopIteration:
             return True
+        if isinstance(item, _PassEnd):
+            self._pass_end = item
+            return True
+        batch, values = item
         ctx = self.context
         convert = self._convert
         if convert is None:
@@ -326,18 +450,36 @@ class DataProvider(RunnerItem):
         if not self._resumed and self._it is not None:
             self.context.batches_per_pass = self._count
         if self.stats and self._it is not None:
-            self.last_stats = self._it.stats()
+            if self._pass_end is not None:
+                self.last_stats = self._pass_end.stats
+            elif self._it is self._reader and self._passes is not None:
+                self.last_stats = self._passes.stats()
+            else:
+                self.last_stats = self._it.stats()
+        if self._pass_end is not None and self._pass_end.next_epoch is not None:
+            self._it = None  # the thread goes on with the next epoch
+            self._reader_epoch = self._pass_end.next_epoch
         self._close()
         next_callback()
 
     def finalize(self, next_callback: Any) -> None:
         self._close()
+        self._close_reader()
         next_callback()
 
     def _close(self) -> None:
         it, self._it = self._it, None
         if it is not None:
             it.close()
+            if it is self._reader:
+                self._reader = self._passes = None
+
+    def _close_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        self._passes = None
+        self._reader_epoch = None
+        if reader is not None:
+            reader.close()
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -125,7 +125,8 @@ class TestOnPassEnd(RunnerItem):
     ) -> None:
         self.every_n_passes = positive_int("every_n_passes", every_n_passes)
         self.provider = DataProvider(data, feeding=feeding, batch_size=batch_size, shard=shard,
-                                     remainder=remainder, prefetch=prefetch, state_key=None)
+                                     remainder=remainder, prefetch=prefetch, state_key=None,
+                                     prefetch_next_pass=False)
         self.runner = Runner([InheritModel(), self.provider, TestOps()])
 
     def initialize(self, context: RunnerContext, next_callback: Any) -> None:
