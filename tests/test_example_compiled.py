@@ -16,6 +16,7 @@ import pytest
 from feedline import example as ex
 from feedline import tfrecord
 from feedline.formats.example import _native
+from test_example import SPEC as FIXTURE_SPEC  # the fixture's spec, as TF parses it
 
 # --------------------------------------------------------------------------- helpers
 
@@ -455,17 +456,7 @@ def _parse_both(batch, spec):
 
 def test_parse_matches_python_on_the_fixtures(tf_records):
     ext = _ext()
-    spec = {
-        "label": ex.FixedLenFeature([], "int64"),
-        "big": ex.FixedLenFeature([2], "int64"),
-        "score": ex.FixedLenFeature([], "float32", default_value=-1.0),
-        "embedding": ex.FixedLenFeature([4], "float32"),
-        "ids": ex.VarLenFeature("int64"),
-        "tags": ex.VarLenFeature("string"),
-        "name": ex.FixedLenFeature([], "string"),
-        "image": ex.FixedLenFeature([], "string"),
-        "ids_ragged": ex.RaggedFeature("int64", value_key="ids"),
-    }
+    spec = FIXTURE_SPEC
     records = tf_records["examples"]
     assert ext.scan_examples(records, [k.encode() for k in spec]) is not None
     _parse_both(records, spec)

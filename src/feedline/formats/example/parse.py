@@ -142,7 +142,23 @@ def _check_kinds(kinds: np.ndarray, dtype: str, name: str, record) -> None:
         )
 
 
-class _Gather:
+class _Cached:
+    """Calling ``(key, dtype, name)`` gives ``(present, counts, values)`` of ``key`` read
+    as ``dtype``, computed once by the subclass's ``_gather``."""
+
+    _done: dict
+
+    def __call__(self, key: str, dtype: str, name: str):
+        cached = self._done.get((key, dtype))
+        if cached is None:
+            cached = self._done[(key, dtype)] = self._gather(key, dtype, name)
+        return cached
+
+    def _gather(self, key: str, dtype: str, name: str):
+        raise NotImplementedError
+
+
+class _Gather(_Cached):
     """Values and per-row counts of each key, computed once per (key, dtype).
 
     ``rows`` is the number of rows the chunks are grouped by (records, or steps of
@@ -159,13 +175,6 @@ class _Gather:
 
     def record(self, row: int) -> int:
         return int(self.record_of[row]) if self.record_of is not None else int(row)
-
-    def __call__(self, key: str, dtype: str, name: str):
-        """``(present, counts, values)`` of ``key`` read as ``dtype``."""
-        cached = self._done.get((key, dtype))
-        if cached is None:
-            cached = self._done[(key, dtype)] = self._gather(key, dtype, name)
-        return cached
 
     def _gather(self, key: str, dtype: str, name: str):
         ch = self.chunks[key.encode("utf-8")]
@@ -201,7 +210,7 @@ class _Gather:
         return present, counts, values
 
 
-class _Scanned:
+class _Scanned(_Cached):
     """What :class:`_Gather` gives, from the C extension's scan of a batch: per key the
     kind of each record, its number of values and the values of each kind in record
     order (``scan_examples`` in ``_wire.c``)."""
@@ -214,13 +223,6 @@ class _Scanned:
     @staticmethod
     def record(row: int) -> int:
         return int(row)
-
-    def __call__(self, key: str, dtype: str, name: str):
-        """``(present, counts, values)`` of ``key`` read as ``dtype``."""
-        cached = self._done.get((key, dtype))
-        if cached is None:
-            cached = self._done[(key, dtype)] = self._gather(key, dtype, name)
-        return cached
 
     def _gather(self, key: str, dtype: str, name: str):
         kinds, counts, ints, floats, strings = self.found[key.encode("utf-8")]
