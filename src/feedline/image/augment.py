@@ -774,8 +774,33 @@ class Cast(Augmenter):
         if target == np.uint8 and img.dtype != np.uint8:
             np.copyto(out, np.clip(np.rint(img), 0, 255), casting="unsafe")
         else:
-            np.copyto(out, img, casting="unsafe")
+            _copy(out, img)
         return out
+
+
+def _copy(out: np.ndarray, img: np.ndarray) -> None:
+    """``np.copyto(out, img, casting="unsafe")``; a CHW view of a uint8 HWC image is
+    copied by ``_kernels.hwc_to_chw`` in one pass (the same bytes, faster than numpy)."""
+    if _chw_view(img, out) and (kernels := _kernels()) is not None:
+        kernels.hwc_to_chw(img.transpose(1, 2, 0), out)
+    else:
+        np.copyto(out, img, casting="unsafe")
+
+
+def _chw_view(img: np.ndarray, out: np.ndarray) -> bool:
+    """Whether ``img`` is a uint8 ``(C, H, W)`` view of an HWC image (1 to 4 channels, the
+    channel stride 1, as ``ToCHW`` leaves it, flipped or cropped) and ``out`` a C-contiguous
+    uint8 array: the copy ``_kernels.hwc_to_chw`` makes."""
+    return (
+        img.dtype == np.uint8
+        and img.ndim == 3
+        and 1 <= img.shape[0] <= 4
+        and img.strides[0] == 1
+        and out.dtype == np.uint8
+        and out.flags.c_contiguous
+        and out.flags.writeable
+        and not np.may_share_memory(img, out)
+    )
 
 
 class Compose(Augmenter):
@@ -942,7 +967,7 @@ class Compose(Augmenter):
         if out is not None:
             if img is not out:
                 _check_out("Compose", out, img.shape)
-                np.copyto(out, img, casting="unsafe")
+                _copy(out, img)
             return out
         if img.flags.c_contiguous and img.flags.writeable:
             return img
