@@ -282,7 +282,10 @@ def test_exception_in_the_consumer_leaves_nothing(leak_check):
 
 def test_ctrl_c_while_waiting_for_workers(leak_check):
     def very_slow(x):
-        time.sleep(0.5)
+        # far longer than the signal can be delayed on a loaded machine (forking the
+        # workers holds the GIL, so the timer thread may fire late): the first item can
+        # never come back before the Ctrl-C
+        time.sleep(30)
         return x
 
     ds = Dataset.range(10).map(very_slow, workers=2)
