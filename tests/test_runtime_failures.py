@@ -290,7 +290,12 @@ def test_ctrl_c_while_waiting_for_workers(leak_check):
 
     ds = Dataset.range(10).map(very_slow, workers=2)
     it = ds.iterator()
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    # to the main thread, as a terminal's Ctrl-C reaches a program whose other threads
+    # are feedline's (a process-directed signal may land on the timer's own thread, and
+    # the main thread then sleeps on in poll() until a worker answers)
+    timer = threading.Timer(
+        0.2, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)
+    )
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         next(it)
