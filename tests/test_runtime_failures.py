@@ -281,18 +281,23 @@ def test_exception_in_the_consumer_leaves_nothing(leak_check):
 
 
 def test_ctrl_c_while_waiting_for_workers(leak_check):
+    # Python's own Ctrl-C handler, whatever this process inherited: a job a shell starts in
+    # the background (`cmd &`) begins with SIGINT ignored, and then no Ctrl-C is delivered
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_while_waiting_for_workers(leak_check)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ctrl_c_while_waiting_for_workers(leak_check):
     def very_slow(x):
-        # far longer than the signal can be delayed on a loaded machine (forking the
-        # workers holds the GIL, so the timer thread may fire late): the first item can
-        # never come back before the Ctrl-C
-        time.sleep(30)
+        time.sleep(30)  # the first item cannot come back before the Ctrl-C
         return x
 
     ds = Dataset.range(10).map(very_slow, workers=2)
     it = ds.iterator()
-    # to the main thread, as a terminal's Ctrl-C reaches a program whose other threads
-    # are feedline's (a process-directed signal may land on the timer's own thread, and
-    # the main thread then sleeps on in poll() until a worker answers)
+    # delivered to the main thread, which is the one waiting for the workers
     timer = threading.Timer(
         0.2, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)
     )
