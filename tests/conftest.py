@@ -79,3 +79,19 @@ class LeakCheck:
 def leak_check() -> LeakCheck:
     """Use ``leak_check.assert_clean()`` after closing an iterator."""
     return LeakCheck()
+
+
+@pytest.fixture(params=[True, False], ids=["simd", "portable"])
+def simd(request):
+    """Runs a test on the image kernels' AVX2 code (skipped where the machine lacks it) and
+    on their portable loops; AVX2 is switched back on (the default where supported) after."""
+    from feedline.image import augment
+
+    kernels = augment._kernels()
+    on = kernels._set_simd(request.param)
+    try:
+        if request.param and not on:
+            pytest.skip("the AVX2 code is not available here")
+        yield on
+    finally:
+        kernels._set_simd(True)

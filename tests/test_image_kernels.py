@@ -59,18 +59,6 @@ def test_a_chain_with_the_kernel_matches_the_chain_without(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.fixture(params=[True, False], ids=["simd", "portable"])
-def simd(request):
-    """Runs a test on the AVX2 code (skipped where the machine lacks it) and the portable loops."""
-    kernels = augment._kernels()
-    on = kernels._set_simd(request.param)
-    try:
-        if request.param and not on:
-            pytest.skip("the AVX2 code is not available here")
-        yield on
-    finally:
-        kernels._set_simd(True)  # the default: on where supported
-
 
 def _views(img: np.ndarray):
     """The layouts the kernels meet: whole, flipped in x and/or y, crops with row strides

@@ -28,18 +28,6 @@ def _kernel(img: np.ndarray, height: int, width: int, name: str, box) -> np.ndar
     return out
 
 
-@pytest.fixture(params=[True, False], ids=["simd", "portable"])
-def simd(request):
-    """Runs a test on the AVX2 passes (skipped where the machine lacks them) and the portable ones."""
-    kernels = augment._kernels()
-    on = kernels._set_simd(request.param)
-    try:
-        if request.param and not on:
-            pytest.skip("the AVX2 passes are not available here")
-        yield on
-    finally:
-        kernels._set_simd(True)  # the default: on where supported
-
 
 def test_pillow_is_recent_enough():
     """The kernel follows Pillow 13's order of the two passes; the tests compare with it."""

@@ -76,7 +76,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from feedline._internal.validate import non_negative_int, one_of, optional_positive_int
+from feedline._internal.validate import (
+    check_bool,
+    non_negative_int,
+    one_of,
+    optional_positive_int,
+)
 from feedline.dataset.base import Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator
 from feedline.dataset.prefetch import PrefetchDataset
@@ -328,9 +333,7 @@ class DataProvider(RunnerItem):
         self.batch_size = optional_positive_int("batch_size", batch_size)
         self.drop_last = bool(drop_last)
         self.prefetch = non_negative_int("prefetch", prefetch)
-        if not isinstance(prefetch_next_pass, bool):
-            raise TypeError(f"`prefetch_next_pass` must be a bool, got {prefetch_next_pass!r}")
-        self.prefetch_next_pass = prefetch_next_pass
+        self.prefetch_next_pass = check_bool("prefetch_next_pass", prefetch_next_pass)
         self.shard = bool(shard)
         self.split_mode = one_of("split_mode", split_mode, ("strided", "contiguous"))
         self.remainder = one_of("remainder", remainder, ("pad", "drop", "keep"))
