@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 
 import numpy as np
@@ -133,6 +134,35 @@ def test_random_resized_crop_box_respects_scale_and_ratio():
         assert 0 <= y and y + h <= 120 and 0 <= x and x + w <= 200
         assert 0.2 * 0.9 <= h * w / (120 * 200) <= 0.6 * 1.1
         assert 0.5 * 0.9 <= w / h <= 2.0 * 1.1
+
+
+def test_random_resized_crop_draws_as_generator_uniform():
+    """The box's draws are torchvision's sequence written with Generator.uniform: the
+    same boxes (a change here would change every seeded epoch)."""
+
+    def reference(aug, height, width, gen):
+        area = height * width
+        lo, hi = math.log(aug.ratio[0]), math.log(aug.ratio[1])
+        for _ in range(10):
+            target = area * gen.uniform(aug.scale[0], aug.scale[1])
+            aspect = math.exp(gen.uniform(lo, hi))
+            w, h = int(round(math.sqrt(target * aspect))), int(round(math.sqrt(target / aspect)))
+            if 0 < w <= width and 0 < h <= height:
+                return int(gen.integers(0, height - h + 1)), int(gen.integers(0, width - w + 1)), h, w
+        return None
+
+    for aug in (RandomResizedCrop(8), RandomResizedCrop(8, scale=(0.3, 0.9), ratio=(0.2, 5.0))):
+        for seed in range(2000):
+            want = reference(aug, 90 + seed % 300, 400 - seed % 250, rng(seed))
+            if want is not None:
+                assert aug.box(90 + seed % 300, 400 - seed % 250, rng(seed)) == want
+
+
+def test_make_rng_is_seed_sequence_of_the_three_ints():
+    for triple in [(0, 0, 0), (3, 1, 7), (2**32 - 1, 5, 2**32 - 1), (2**32, 0, 1), (1, 2**40, 3)]:
+        want = np.random.Generator(np.random.PCG64(np.random.SeedSequence(list(triple))))
+        assert np.array_equal(make_rng(*triple).integers(1 << 62, size=8),
+                              want.integers(1 << 62, size=8))
 
 
 def test_random_resized_crop_fallback_is_central():

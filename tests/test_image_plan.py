@@ -53,9 +53,10 @@ def corpus() -> list[bytes]:
 @pytest.fixture
 def decoded_sizes(monkeypatch) -> list[tuple[int, int]]:
     """Spy: the (height, width) of the image each call of codec.decode returns, or that
-    codec.decode_region works in (the whole image at its ``scale``)."""
+    codec.decode_region (or the planners' codec._probed_region) works in (the whole image
+    at its ``scale``)."""
     sizes: list[tuple[int, int]] = []
-    real, real_region = codec.decode, codec.decode_region
+    real, real_region, real_probed = codec.decode, codec.decode_region, codec._probed_region
 
     def spy(*args, **kwargs):
         img = real(*args, **kwargs)
@@ -69,8 +70,16 @@ def decoded_sizes(monkeypatch) -> list[tuple[int, int]]:
             inner.setattr(codec, "decode", real)
             return real_region(buf, box, scale=scale, **kwargs)
 
+    def spy_probed(buf, box, scale, mode, height, width, path, index):
+        sizes.append((-(-height // scale), -(-width // scale)))
+        with monkeypatch.context() as inner:  # its own fallback decode is not counted
+            inner.setattr(codec, "decode", real)
+            inner.setattr(codec, "decode_region", real_region)
+            return real_probed(buf, box, scale, mode, height, width, path, index)
+
     monkeypatch.setattr(codec, "decode", spy)
     monkeypatch.setattr(codec, "decode_region", spy_region)
+    monkeypatch.setattr(codec, "_probed_region", spy_probed)
     return sizes
 
 

@@ -6,6 +6,7 @@ Examples::
     feedline pack photos/ data/train --resize 256 --quality 90 --shuffle --num-workers 4
     feedline pack train.lst data/train --root photos/ --pack-label --num-shards 8
     feedline pack photos/ data/train --format tfrecord --pass-through
+    feedline pack photos/ data/train --pass-through --restart-markers   # faster crops
     feedline pack photos/ data/train --list --recursive --train-ratio 0.9   # im2rec --list: .lst only
 
 With ``--list`` only ``.lst`` files are written, as MXNet's ``im2rec.py --list``
@@ -79,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--pass-through", action="store_true", help="store the original file bytes unchanged"
+    )
+    parser.add_argument(
+        "--restart-markers",
+        action="store_true",
+        help="rewrite JPEGs losslessly with restart markers (same pixels, files ~1-3%% "
+        "larger, faster decoding of crops)",
     )
     parser.add_argument(
         "--pack-label", action="store_true", help="store every label of a multi-label .lst line"
@@ -165,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         quality=args.quality,
         color=args.color,
         pass_through=args.pass_through,
+        restart_markers=args.restart_markers,
         pack_label=args.pack_label,
         shuffle=bool(args.shuffle),
         seed=args.seed,

@@ -81,7 +81,15 @@ def make_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
     >>> bool(a == b)
     True
     """
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch, index])))
+    if 0 <= seed < _WORD and 0 <= epoch < _WORD and 0 <= index < _WORD:
+        # the same entropy words the list gives SeedSequence, without converting each int
+        entropy: Any = np.array((seed, epoch, index), dtype=np.uint32)
+    else:
+        entropy = [seed, epoch, index]
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
+
+
+_WORD = 1 << 32
 
 
 def _size_pair(name: str, value: Any) -> tuple[int, int]:
@@ -299,7 +307,7 @@ class CenterCrop(Augmenter):
         ch, cw = self.size
         _check_fits(self, height, width, ch, cw)
         box = ((height - ch) // 2, (width - cw) // 2, ch, cw)
-        return codec.decode_region(buf, box, mode=mode, path=path, index=record)
+        return codec._probed_region(buf, box, 1, mode, height, width, path, record)
 
 
 def _check_fits(aug: Augmenter, h: int, w: int, ch: int, cw: int) -> None:
@@ -348,7 +356,7 @@ class RandomCrop(Augmenter):
         _check_fits(self, height, width, ch, cw)
         y = int(rng.integers(0, height - ch + 1))
         x = int(rng.integers(0, width - cw + 1))
-        return codec.decode_region(buf, (y, x, ch, cw), mode=mode, path=path, index=record)
+        return codec._probed_region(buf, (y, x, ch, cw), 1, mode, height, width, path, record)
 
 
 class RandomResizedCrop(Augmenter):
@@ -394,9 +402,12 @@ class RandomResizedCrop(Augmenter):
         """Draw the crop box ``(y, x, h, w)`` for an image of ``(height, width)``."""
         area = height * width
         log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
+        lo, span = self.scale[0], self.scale[1] - self.scale[0]
+        random = rng.random
         for _ in range(10):
-            target = area * rng.uniform(self.scale[0], self.scale[1])
-            aspect = math.exp(rng.uniform(log_lo, log_hi))
+            # low + (high - low) * random() is exactly what Generator.uniform computes
+            target = area * (lo + span * random())
+            aspect = math.exp(log_lo + (log_hi - log_lo) * random())
             w = int(round(math.sqrt(target * aspect)))
             h = int(round(math.sqrt(target / aspect)))
             if 0 < w <= width and 0 < h <= height:
@@ -428,7 +439,7 @@ class RandomResizedCrop(Augmenter):
         y, x, h, w = self.box(height, width, rng)
         denom = codec.dct_reduction((h, w), self.size)
         if denom == 1:
-            img = codec.decode_region(buf, (y, x, h, w), mode=mode, path=path, index=record)
+            img = codec._probed_region(buf, (y, x, h, w), 1, mode, height, width, path, record)
             return _resize(img, *self.size, self.interpolation)
         # at 1/denom scale, full-size edge e lies at e / denom: decode the whole pixels
         # that cover the box, plus the margin the resampling filter reaches into (so the
@@ -439,8 +450,8 @@ class RandomResizedCrop(Augmenter):
         top, left = max(y // denom - margin, 0), max(x // denom - margin, 0)
         bottom = min(-(-(y + h) // denom) + margin, small[0])
         right = min(-(-(x + w) // denom) + margin, small[1])
-        img = codec.decode_region(buf, (top, left, bottom - top, right - left), scale=denom,
-                                  mode=mode, path=path, index=record)
+        img = codec._probed_region(buf, (top, left, bottom - top, right - left), denom, mode,
+                                   height, width, path, record)
         box = (
             x / denom - left,
             y / denom - top,
@@ -908,9 +919,9 @@ class Compose(Augmenter):
         The planned result differs from full-decode-then-crop-and-resize only by the
         smoothing of the reduced-scale decode: on real photos the mean absolute difference
         is at most 1.5 levels (of 255) per pixel and channel, and at most 4 for every image
-        (measured in ``tests/test_image_plan.py``). libjpeg-turbo's partial (region)
-        decoding is not exposed by the binding in use (simplejpeg), so a crop that needs
-        no reduction decodes the whole image; see ``docs/guides/images.md``.
+        (measured in ``tests/test_image_plan.py``). Only the box is decoded
+        (:func:`feedline.image.codec.decode_region`; of a JPEG with restart markers, only
+        the restart intervals that cover it); see ``docs/guides/images.md``.
 
         ``rng``/``seed``/``epoch``/``index``/``out`` are as in :meth:`__call__`; ``path``
         and ``record`` name the image in errors. A payload that does not decode raises
