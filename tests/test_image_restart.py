@@ -219,3 +219,15 @@ def test_layout_rejects_what_it_cannot_splice(native):
     marked = codec.add_restart_markers(_jpeg(pixels, "420"))
     for cut in range(0, 200, 7):  # truncated headers: no layout, no crash
         native.restart_layout(marked[:cut])
+
+
+def test_a_header_claiming_a_huge_frame_is_an_error_not_a_huge_index(native):
+    """A marked JPEG whose frame header is edited to 60000 x 60000 pixels: far too few
+    bytes for that many restart intervals, so no splice; libjpeg runs out of data."""
+    marked = bytearray(codec.add_restart_markers(_jpeg(_photo(64, 64, 1), "420")))
+    sof = marked.index(b"\xff\xc0") + 5  # height, width follow the precision byte
+    marked[sof : sof + 4] = (60000).to_bytes(2, "big") * 2
+    assert native.restart_layout(bytes(marked))[1:3] == (3750, 3750)
+    with pytest.raises(DecodeError, match=r"big\.rec: record 1: cannot decode image"):
+        codec.decode_region(bytes(marked), (30000, 30000, 8, 8), max_pixels=None,
+                            path="big.rec", index=1)

@@ -239,6 +239,8 @@ static int splice(Job *job, unsigned char **spliced)
     if (r0 == 0 && r1 == lay.rows && c0 == 0 && c1 == lay.per_row)
         return 0; /* nothing to leave out */
     const size_t per_row = (size_t)(lay.per_row / k), count = per_row * (size_t)lay.rows;
+    if (count > (job->size - lay.entropy) / 2 + 1)
+        return 0; /* too few bytes for that many markers: damaged (or a bomb) */
     size_t *starts = malloc(2 * count * sizeof(size_t));
     if (starts == NULL)
         return 0;
