@@ -118,8 +118,8 @@ def add_restart_markers(
     pixels of margin) into a smaller JPEG before decoding: the rows above the region and
     the columns beside it are no longer entropy-decoded, which is most of the work left
     in a region decode. ``feedline pack --restart-markers`` (``pack_images(...,
-    restart_markers=True)``) writes every JPEG this way once, at packing time; JPEGs that
-    already carry such markers (some cameras write them) benefit as they are.
+    restart_markers=True)``) writes every JPEG this way once, at packing time; any JPEG
+    that already has this layout (:func:`has_restart_layout`) is spliced as it is.
 
     Needs the C extension ``feedline.image._libjpeg`` (:func:`region_decoding`); without
     it, raises :class:`~feedline.exceptions.FeedlineError`. A JPEG that does not decode
@@ -391,7 +391,7 @@ def decode_region(
 
     A JPEG decodes only what the region needs when :func:`region_decoding` is true:
     rows above it are skipped (entropy-decoded only), rows below it are never read, and
-    only the block columns that cover it (plus one block of margin, so that the chroma
+    only the block columns that cover it (plus 4 pixels of margin, so that the chroma
     upsampling at its edges is that of the full image) go through the inverse DCT and
     colour conversion. A JPEG with restart markers laid out as :func:`add_restart_markers`
     writes them (:func:`has_restart_layout`) is first cut down to the restart intervals
@@ -462,9 +462,10 @@ def _probed_region(buf: Any, box: tuple[int, int, int, int], scale: int, mode: s
                    height: int, width: int, path: str | None, index: int | None) -> np.ndarray:
     """``decode_region(buf, box, scale=scale, mode=mode, path=path, index=index)`` for a
     JPEG whose header :func:`probe` has read as ``(height, width)`` and a ``box`` its
-    caller placed inside the image at ``1/scale``: the same pixels and errors, without
-    validating the arguments and reading the header a second time (the decode planners'
-    path, once per image)."""
+    caller placed inside the image at ``1/scale``: the same pixels, and a
+    :class:`~feedline.exceptions.DecodeError` "cannot decode image" for data that does
+    not decode, without validating the arguments and reading the header a second time
+    (the decode planners' path, once per image)."""
     native = _region_decoder()
     if native is None:
         return decode_region(buf, box, scale=scale, mode=mode, path=path, index=index)
