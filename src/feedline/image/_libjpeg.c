@@ -400,25 +400,17 @@ static int decode_job(Job *job)
     return DECODED;
 }
 
-/* Runs without the GIL: splice when the layout allows, then decode. */
+/* Runs without the GIL: decode the spliced file when the layout allows, else (or when
+ * that fails: report what the file itself says) the file as it is. */
 static int run(Job *job)
 {
-    unsigned char *spliced = NULL;
-    const unsigned char *data = job->data;
-    const size_t size = job->size;
-    const int y = job->y, x = job->x;
-    int code;
-    if (splice(job, &spliced)) {
-        code = decode_job(job);
+    Job cut = *job;
+    unsigned char *spliced;
+    if (splice(&cut, &spliced)) {
+        const int code = decode_job(&cut);
         free(spliced);
-        if (code != DECODED) { /* report what the file itself says */
-            job->data = data;
-            job->size = size;
-            job->y = y;
-            job->x = x;
-            code = decode_job(job);
-        }
-        return code;
+        if (code == DECODED)
+            return DECODED;
     }
     return decode_job(job);
 }

@@ -138,19 +138,26 @@ def add_restart_markers(
     data = bytes(buf) if not isinstance(buf, bytes) else buf
     if image_format(data) != "jpeg":
         return data
+    native = _require_region_decoder("add_restart_markers")
+    try:
+        return native.add_restart_markers(data, interval_pixels)
+    except ValueError as exc:
+        raise DecodeError(f"cannot add restart markers: {exc}", path=path, index=index) from exc
+
+
+def _require_region_decoder(who: str) -> Any:
+    """The extension ``feedline.image._libjpeg``, or a
+    :class:`~feedline.exceptions.FeedlineError` saying that ``who`` needs it."""
     native = _region_decoder()
     if native is None:
         from feedline.exceptions import FeedlineError
 
         raise FeedlineError(
-            "add_restart_markers needs feedline's C extension feedline.image._libjpeg, "
-            "which is built when libjpeg-turbo's headers are installed (Debian: "
-            "libjpeg62-turbo-dev); reinstall feedline after installing them"
+            f"{who} needs feedline's C extension feedline.image._libjpeg, which is built "
+            "when libjpeg-turbo's headers are installed (Debian: libjpeg62-turbo-dev); "
+            "reinstall feedline after installing them"
         )
-    try:
-        return native.add_restart_markers(data, interval_pixels)
-    except ValueError as exc:
-        raise DecodeError(f"cannot add restart markers: {exc}", path=path, index=index) from exc
+    return native
 
 
 def has_restart_layout(buf: Any) -> bool:
@@ -442,17 +449,9 @@ def decode_region(
             + (f" decoded at 1/{scale} scale" if scale > 1 else "")
         )
     if jpeg:
-        native = _region_decoder()
-        if native is not None:
-            out = np.empty((h, w, MODES[mode]), dtype=np.uint8)
-            try:
-                native.decode_region(buf, out, y, x, h, w, scale, mode == "L", fast, strict)
-                return out
-            except NotImplementedError:
-                pass  # CMYK/YCCK: simplejpeg converts those
-            except ValueError as exc:
-                raise DecodeError(f"cannot decode image: {exc}", path=path,
-                                  index=index) from exc
+        out = _native_region(buf, (y, x, h, w), scale, mode, fast, strict, path, index)
+        if out is not None:
+            return out
         img = decode(buf, mode=mode, fast=fast, strict=strict, max_pixels=None, path=path,
                      index=index, target_size=full if scale > 1 else None)
     return np.ascontiguousarray(img[y : y + h, x : x + w])
@@ -466,16 +465,28 @@ def _probed_region(buf: Any, box: tuple[int, int, int, int], scale: int, mode: s
     :class:`~feedline.exceptions.DecodeError` "cannot decode image" for data that does
     not decode, without validating the arguments and reading the header a second time
     (the decode planners' path, once per image)."""
+    _check_pixels(height, width, MAX_PIXELS, path, index)
+    out = _native_region(buf, box, scale, mode, False, True, path, index)
+    if out is None:  # no extension, or CMYK/YCCK: the public path handles those
+        return decode_region(buf, box, scale=scale, mode=mode, path=path, index=index)
+    return out
+
+
+def _native_region(buf: Any, box: tuple[int, int, int, int], scale: int, mode: str,
+                   fast: bool, strict: bool, path: str | None,
+                   index: int | None) -> np.ndarray | None:
+    """The region of a JPEG through the extension, or ``None`` where it cannot decode it
+    (not built; CMYK/YCCK, which simplejpeg converts). Bad data raises
+    :class:`~feedline.exceptions.DecodeError` "cannot decode image"."""
     native = _region_decoder()
     if native is None:
-        return decode_region(buf, box, scale=scale, mode=mode, path=path, index=index)
-    _check_pixels(height, width, MAX_PIXELS, path, index)
+        return None
     y, x, h, w = box
     out = np.empty((h, w, MODES[mode]), dtype=np.uint8)
     try:
-        native.decode_region(buf, out, y, x, h, w, scale, mode == "L", False, True)
-    except NotImplementedError:  # CMYK/YCCK: the public path converts those
-        return decode_region(buf, box, scale=scale, mode=mode, path=path, index=index)
+        native.decode_region(buf, out, y, x, h, w, scale, mode == "L", fast, strict)
+    except NotImplementedError:
+        return None
     except ValueError as exc:
         raise DecodeError(f"cannot decode image: {exc}", path=path, index=index) from exc
     return out

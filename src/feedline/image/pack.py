@@ -66,7 +66,7 @@ from feedline._internal.validate import (
     optional_positive_int,
     positive_int,
 )
-from feedline.exceptions import DecodeError, FeedlineError
+from feedline.exceptions import DecodeError
 from feedline.image.listfile import IMAGE_EXTENSIONS, ListItem, list_folder, read_list, write_list
 
 __all__ = ["pack_images", "PackResult", "encode_image", "ENCODINGS", "FORMATS"]
@@ -473,15 +473,9 @@ def pack_images(
 def _require_restart_markers() -> None:
     """Raise :class:`~feedline.exceptions.FeedlineError` unless the C extension that
     :func:`feedline.image.codec.add_restart_markers` needs is there."""
-    from feedline.image.codec import region_decoding
+    from feedline.image.codec import _require_region_decoder
 
-    if not region_decoding():
-        raise FeedlineError(
-            "`restart_markers` (--restart-markers) needs feedline's C extension "
-            "feedline.image._libjpeg, which is built when libjpeg-turbo's headers are "
-            "installed (Debian: libjpeg62-turbo-dev); reinstall feedline after installing "
-            "them, or pack without restart markers"
-        )
+    _require_region_decoder("`restart_markers` (--restart-markers)")
 
 
 def _results(order: list[ListItem], config: _Config, num_workers: int) -> Generator[tuple, None, None]:

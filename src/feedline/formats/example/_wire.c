@@ -384,45 +384,51 @@ static int map_entry(Ptr p, Ptr end, Ptr *key, size_t *klen, Ptr *fs, Ptr *fe)
     return OK;
 }
 
-static int walk_features(Ptr p, Ptr end, EntryFn fn, void *ctx)
+/* Move *p to the body of the next field 1 (length-delimited) of the message that ends at
+ * `end`, skipping other fields, and set *stop to the end of that body. Returns 1 when
+ * there is one, 0 at the end of the message, -1 on damaged data. */
+static int next_field1(Ptr *p, Ptr end, Ptr *stop)
 {
-    while (p < end) {
-        if (*p != 0x0A) {
-            if (skip_field(&p, end))
-                return FALLBACK;
+    while (*p < end) {
+        if (**p != 0x0A) {
+            if (skip_field(p, end))
+                return -1;
             continue;
         }
-        p++;
-        Ptr stop, key, fs, fe;
+        (*p)++;
+        return rd_len(p, end, stop) ? -1 : 1;
+    }
+    return 0;
+}
+
+static int walk_features(Ptr p, Ptr end, EntryFn fn, void *ctx)
+{
+    Ptr stop;
+    int found;
+    while ((found = next_field1(&p, end, &stop)) > 0) {
+        Ptr key, fs, fe;
         size_t klen;
-        if (rd_len(&p, end, &stop) || map_entry(p, stop, &key, &klen, &fs, &fe))
+        if (map_entry(p, stop, &key, &klen, &fs, &fe))
             return FALLBACK;
         int r = fn(ctx, key, klen, fs, fe);
         if (r)
             return r;
         p = stop;
     }
-    return OK;
+    return found < 0 ? FALLBACK : OK;
 }
 
 static int walk_example(Ptr p, Ptr end, EntryFn fn, void *ctx)
 {
-    while (p < end) {
-        if (*p != 0x0A) {
-            if (skip_field(&p, end))
-                return FALLBACK;
-            continue;
-        }
-        p++;
-        Ptr stop;
-        if (rd_len(&p, end, &stop))
-            return FALLBACK;
+    Ptr stop;
+    int found;
+    while ((found = next_field1(&p, end, &stop)) > 0) {
         int r = walk_features(p, stop, fn, ctx);
         if (r)
             return r;
         p = stop;
     }
-    return OK;
+    return found < 0 ? FALLBACK : OK;
 }
 
 /* ------------------------------------------------------------------ Python values */
