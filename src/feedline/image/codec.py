@@ -51,7 +51,8 @@ from feedline._internal.validate import one_of, optional_positive_int, positive_
 from feedline.exceptions import DecodeError
 
 __all__ = ["decode", "decode_region", "region_decoding", "probe", "image_format",
-           "dct_reduction", "add_restart_markers", "has_restart_layout", "set_max_pixels",
+           "dct_reduction", "add_restart_markers", "has_restart_layout",
+           "require_region_decoding", "set_max_pixels",
            "MAX_PIXELS", "MODES"]
 
 #: Output modes :func:`decode` accepts, with their channel counts.
@@ -138,16 +139,21 @@ def add_restart_markers(
     data = bytes(buf) if not isinstance(buf, bytes) else buf
     if image_format(data) != "jpeg":
         return data
-    native = _require_region_decoder("add_restart_markers")
+    native = require_region_decoding("add_restart_markers")
     try:
         return native.add_restart_markers(data, interval_pixels)
     except ValueError as exc:
         raise DecodeError(f"cannot add restart markers: {exc}", path=path, index=index) from exc
 
 
-def _require_region_decoder(who: str) -> Any:
-    """The extension ``feedline.image._libjpeg``, or a
-    :class:`~feedline.exceptions.FeedlineError` saying that ``who`` needs it."""
+def require_region_decoding(who: str) -> Any:
+    """The extension ``feedline.image._libjpeg`` (see :func:`region_decoding`), or a
+    :class:`~feedline.exceptions.FeedlineError` saying that ``who`` needs it and how to
+    get it built.
+
+    >>> require_region_decoding("this feature") is None
+    False
+    """
     native = _region_decoder()
     if native is None:
         from feedline.exceptions import FeedlineError

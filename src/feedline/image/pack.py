@@ -473,9 +473,9 @@ def pack_images(
 def _require_restart_markers() -> None:
     """Raise :class:`~feedline.exceptions.FeedlineError` unless the C extension that
     :func:`feedline.image.codec.add_restart_markers` needs is there."""
-    from feedline.image.codec import _require_region_decoder
+    from feedline.image.codec import require_region_decoding
 
-    _require_region_decoder("`restart_markers` (--restart-markers)")
+    require_region_decoding("`restart_markers` (--restart-markers)")
 
 
 def _results(order: list[ListItem], config: _Config, num_workers: int) -> Generator[tuple, None, None]:
