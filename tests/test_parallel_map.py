@@ -494,6 +494,24 @@ def test_pack_entries_only_stacks_plain_tuples_of_ok_entries():
     assert pack_entries(objects) is objects
 
 
+@pytest.mark.parametrize("make", [
+    lambda i: np.arange(6, dtype=np.int32).reshape(2, 3) + i,        # 2-d
+    lambda i: np.asfortranarray(np.arange(6.0).reshape(3, 2) * i),   # Fortran order
+    lambda i: (np.arange(12) + i)[::3],                               # a strided view
+    lambda i: np.array(i, dtype=np.uint8),                            # 0-d
+])
+def test_pack_entries_stacks_rows_equal_to_the_arrays(make):
+    from feedline.runtime.workers import OK, pack_entries, unpack_entries
+
+    rows = [(OK, make(i)) for i in range(4)]
+    packed = pack_entries(rows)
+    assert isinstance(packed, tuple)
+    back = [value for _, value in unpack_entries(packed)]
+    for got, (_, want) in zip(back, rows):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert np.array_equal(got, want)
+
+
 def failing_stream(n, bad):
     def read():
         for i in range(n):

@@ -375,7 +375,7 @@ def pack_entries(entries: list) -> Any:
             column = [value[j] for value in values]
             if not _same_arrays(column):
                 return entries
-            stacked[j] = np.stack(column)
+            stacked[j] = _stack(column)
         rest = {j: [value[j] for value in values] for j in range(width) if j not in stacked}
         return ("stacked", n, width, stacked, rest)
     if _stackable(first):
@@ -386,7 +386,7 @@ def pack_entries(entries: list) -> Any:
             column.append(value)
         if not _same_arrays(column):
             return entries
-        return ("stacked", n, None, {0: np.stack(column)}, None)
+        return ("stacked", n, None, {0: _stack(column)}, None)
     return entries
 
 
@@ -398,9 +398,19 @@ def _same_arrays(column: list) -> bool:
     a = column[0]
     dtype, shape = a.dtype, a.shape
     for x in column:
-        if type(x) is not np.ndarray or x.dtype != dtype or x.shape != shape:
+        if type(x) is not np.ndarray or (x.dtype is not dtype and x.dtype != dtype) or (
+                x.shape != shape):
             return False
     return True
+
+
+def _stack(column: list) -> np.ndarray:
+    """``np.stack(column)`` for arrays of one dtype and shape, without its per-array
+    reshaping (a third of the time for small arrays)."""
+    first = column[0]
+    if first.ndim == 0:
+        return np.stack(column)
+    return np.concatenate(column).reshape((len(column), *first.shape))
 
 
 def unpack_entries(packed: Any) -> list:
