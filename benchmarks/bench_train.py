@@ -14,7 +14,13 @@ as training samples per second over whole passes, three ways in one run:
    the batches assembled and fed in the training thread, then ahead in a background
    thread (``prefetch=2``: data work overlaps the training step, which releases the GIL);
 3. feedline's Runner over the demo's record-file pipeline: RecordIO shards, shuffle
-   buffer, decoding in 2 worker processes, batching, prefetch; fed ahead.
+   buffer, decoding in 2 worker processes, batching, prefetch; fed ahead;
+4. the same pipeline ending in ``prefetch("auto", process=True)``: it runs in a
+   background process (its 2 decoding workers started from there), which also converts
+   the batches to the network's inputs; the training process only receives them;
+5. the same with ``nice=10``: the background process and its workers at a lower CPU
+   priority than the training step;
+6. the same in a background process decoding there itself (no decoding workers).
 
 Both sides start from the same parameters; no model average or regularisation.
 """
@@ -109,6 +115,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="feedline-bench-train-") as tmp:
         packed = pack(images, tmp)
         records = train_pipeline(packed.train, scale=images.scale, batch_size=BATCH, workers=2, seed=0)
+        in_process = train_pipeline(packed.train, scale=images.scale, batch_size=BATCH, workers=2,
+                                    seed=0, prefetch="auto", process=True)
+        in_nice_process = train_pipeline(packed.train, scale=images.scale, batch_size=BATCH,
+                                         workers=2, seed=0, prefetch="auto", process=True, nice=10)
+        process_decodes = train_pipeline(packed.train, scale=images.scale, batch_size=BATCH,
+                                         workers=0, seed=0, prefetch="auto", process=True)
 
         loop = torch_loop(x, y, passes)
         in_memory, close_memory = feedline_runner(
@@ -116,22 +128,31 @@ def main(argv: list[str] | None = None) -> None:
         ahead, close_ahead = feedline_runner(
             Dataset.from_arrays(x, y).global_shuffle(seed=0), passes, batch_size=BATCH, prefetch=2)
         from_files, close_files = feedline_runner(records, passes, batch_size=None, prefetch=2)
+        from_process, close_process = feedline_runner(in_process, passes, batch_size=None,
+                                                      prefetch=2)
+        from_nice, close_nice = feedline_runner(in_nice_process, passes, batch_size=None,
+                                                prefetch=2)
+        decoding_process, close_decoding = feedline_runner(process_decodes, passes,
+                                                           batch_size=None, prefetch=2)
         try:
             # one of each per round, best per variant: drift hits every variant alike
-            variants = (loop, in_memory, ahead, from_files)
+            variants = (loop, in_memory, ahead, from_files, from_process, from_nice,
+                        decoding_process)
             for fn in variants:
                 fn()  # warm-up
             best = [min(timed(fn, repeat=1, warmup=0) for _ in range(1)) for fn in variants]
             for _ in range(repeat - 1):
                 best = [min(b, timed(fn, repeat=1, warmup=0)) for b, fn in zip(best, variants)]
-            t_loop, t_memory, t_ahead, t_files = best
+            t_loop, t_memory, t_ahead, t_files, t_process, t_nice, t_decoding = best
         finally:
-            close_memory()
-            close_ahead()
-            close_files()
-            records.close()
+            for close in (close_memory, close_ahead, close_files, close_process, close_nice,
+                          close_decoding):
+                close()
+            for ds in (records, in_process, in_nice_process, process_decodes):
+                ds.close()
 
-    r_loop, r_memory, r_ahead, r_files = (rate(n, t) for t in (t_loop, t_memory, t_ahead, t_files))
+    r_loop, r_memory, r_ahead, r_files, r_process, r_nice, r_decoding = (
+        rate(n, t) for t in (t_loop, t_memory, t_ahead, t_files, t_process, t_nice, t_decoding))
     rows = [
         ["PyTorch loop over DataLoader(TensorDataset, shuffle=True)", fmt_rate(r_loop), "1.00x",
          ""],
@@ -141,6 +162,15 @@ def main(argv: list[str] | None = None) -> None:
          fmt_rate(r_ahead), ratio(r_ahead, r_loop), "1.00x"],
         ["feedline Runner, RecordIO shards -> shuffle -> decode (2 workers) -> batch -> prefetch, "
          "fed ahead", fmt_rate(r_files), ratio(r_files, r_loop), ratio(r_files, r_ahead)],
+        ["the same pipeline in a background process (`prefetch(\"auto\", process=True)`, its 2 "
+         "decoding workers started from there), fed ahead", fmt_rate(r_process),
+         ratio(r_process, r_loop), ratio(r_process, r_ahead)],
+        ["the same with `nice=10` (the background process and its decoding workers at a lower "
+         "CPU priority than the training step), fed ahead", fmt_rate(r_nice),
+         ratio(r_nice, r_loop), ratio(r_nice, r_ahead)],
+        ["RecordIO shards -> shuffle -> decode -> batch in a background process "
+         "(`prefetch(\"auto\", process=True)`, no decoding workers), fed ahead",
+         fmt_rate(r_decoding), ratio(r_decoding, r_loop), ratio(r_decoding, r_ahead)],
     ]
     for row in rows:
         print(" | ".join(row), file=sys.stderr)
@@ -157,7 +187,11 @@ reading back the cost and the accuracy. The runner adds its chain of items, the 
 the feeder's checks of every sample, and a resumable data position; with `prefetch=2` the
 batches are assembled and fed in a background thread while the training step runs (and the
 next pass's first batches while the last ones of this pass train). The last column compares
-the record-file pipeline with the same Runner fed from memory the same way. torch {torch.__version__}, CPU.
+the record-file pipelines with the same Runner fed from memory the same way. In the last three
+rows the pipeline runs in a background process that also converts the batches to the
+network's inputs, so the training process only receives them and shares neither its
+interpreter lock nor its Python work with the input pipeline; on 2 cores, where the
+training step keeps one busy, the decoding workers then mostly compete with it for CPU. torch {torch.__version__}, CPU.
 
 Machine: {machine_description()}
 

@@ -72,7 +72,6 @@ draws after a resume follow the seed of the resumed position
 from __future__ import annotations
 
 import os
-import threading
 import time
 import weakref
 from collections import deque
@@ -102,6 +101,7 @@ from feedline.runtime.workers import (
     OK,
     START_METHODS,
     TRANSPORTS,
+    PoolKeeper,
     WorkerPool,
     default_start_method,
     unpack_exception,
@@ -203,11 +203,12 @@ class ParallelMapDataset(Dataset):
         self._holder.close()
 
 
-class _PoolHolder:
+class _PoolHolder(PoolKeeper):
     """Keeps the dataset's idle pool and hands it to one iterator at a time (a second,
     concurrent iterator gets a pool of its own, shut down when it is handed back)."""
 
     def __init__(self, fn: Callable, source: Any, ds: ParallelMapDataset) -> None:
+        super().__init__()
         self.fn = fn
         self.source = source
         self.stage = ds.name
@@ -229,57 +230,16 @@ class _PoolHolder:
         self.item_s: float | None = None
         self.item_bytes: float | None = None
         self.capture_every = 1
-        self._lock = threading.Lock()
-        self._idle: WorkerPool | None = None
-        self._leased: set[WorkerPool] = set()
-        self._orphaned = False
 
     def acquire(self) -> WorkerPool:
-        with self._lock:
-            pool, self._idle = self._idle, None
+        pool, _ = self.take_idle()
         want = self.workers or 1
-        if pool is not None and not (
-            pool.alive() and pool.size == want and pool.drain(_DRAIN_TIMEOUT) and pool.alive()
-        ):
-            pool.shutdown()
-            pool = None
-        if pool is None:
-            pool = WorkerPool(
-                self.fn, self.source, workers=want, stage=self.stage,
-                start_method=self.start_method, transport=self.transport,
-            )
-        with self._lock:
-            self._leased.add(pool)
-        return pool
-
-    def release(self, pool: WorkerPool) -> None:
-        with self._lock:
-            self._leased.discard(pool)
-            keep = not self._orphaned and self._idle is None and pool.broken is None
-            if keep:
-                self._idle = pool
-        if not keep:
-            pool.shutdown()
-
-    def pids(self) -> list[int]:
-        with self._lock:
-            pools = [p for p in (self._idle, *self._leased) if p is not None]
-        return [pid for p in pools if p.broken is None for pid in p.pids]
-
-    def orphan(self) -> None:
-        """The dataset is gone: stop the idle pool; pools in use stop when handed back."""
-        with self._lock:
-            self._orphaned = True
-            pool, self._idle = self._idle, None
-        if pool is not None:
-            pool.shutdown()
-
-    def close(self) -> None:
-        with self._lock:
-            pools = [p for p in (self._idle, *self._leased) if p is not None]
-            self._idle = None
-        for pool in pools:
-            pool.shutdown()
+        return self.lend(
+            pool,
+            lambda: WorkerPool(self.fn, self.source, workers=want, stage=self.stage,
+                               start_method=self.start_method, transport=self.transport),
+            fits=pool is not None and pool.size == want, drain_timeout=_DRAIN_TIMEOUT,
+        )
 
 
 class _ParallelMapIterator(DatasetIterator):

@@ -9,6 +9,10 @@ Training (:func:`train_pipeline`)::
       .batch(batch_size)                          lists of (pixels, label) samples
       .prefetch(4)                                a background thread reads ahead
 
+``process=True`` ends it in ``.prefetch(4, process=True)`` instead: the whole pipeline
+runs in a background process (``workers=0`` decodes there, without worker processes of
+its own), and a training process only receives the batches.
+
 Every stage reports its position, so a training job checkpointed mid-pass resumes with
 exactly the next batch. Testing (:func:`test_pipeline`) reads the TFRecord shards in
 order and parses the ``Example`` protos in the consumer's thread.
@@ -47,15 +51,25 @@ def _tfrecord(path: str) -> Dataset:
 
 def train_pipeline(paths: Sequence[str], *, scale: float, batch_size: int = 32,
                    shuffle_buffer: int = 1024, workers: int = 2, seed: int = 0,
-                   prefetch: int = 4) -> Dataset:
-    """Batches of ``(pixels, label)`` samples from the RecordIO shards ``paths``."""
+                   prefetch: int | str = 4, process: bool = False, nice: int = 0) -> Dataset:
+    """Batches of ``(pixels, label)`` samples from the RecordIO shards ``paths``.
+
+    ``workers``: decoding processes (0: decode in the pipeline's own thread).
+    ``prefetch``: batches read ahead, in a background thread, or with ``process=True``
+    in a background process running the whole pipeline (``nice``: its CPU priority
+    lowered by that much, its workers' too).
+    """
     decode = functools.partial(decode_record, scale=scale)
-    return (files(list(paths), shuffle=True, seed=seed)
-            .interleave(_recordio, cycle_length=len(paths))
-            .shuffle(shuffle_buffer, seed=seed)
-            .map(decode, workers=workers, seed=seed, name="map(decode)")
-            .batch(batch_size)
-            .prefetch(prefetch))
+    shuffled = (files(list(paths), shuffle=True, seed=seed)
+                .interleave(_recordio, cycle_length=len(paths))
+                .shuffle(shuffle_buffer, seed=seed))
+    if workers:
+        decoded = shuffled.map(decode, workers=workers, seed=seed, name="map(decode)")
+    else:
+        decoded = shuffled.map(decode, name="map(decode)")
+    if not process:
+        return decoded.batch(batch_size).prefetch(prefetch)
+    return decoded.batch(batch_size).prefetch(prefetch, process=True, nice=nice)
 
 
 def test_pipeline(paths: Sequence[str], *, scale: float, batch_size: int = 256) -> Dataset:

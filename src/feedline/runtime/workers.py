@@ -110,8 +110,11 @@ __all__ = [
     "OK",
     "ERROR",
     "CANCELLED",
+    "END",
+    "EndOfInput",
     "default_start_method",
     "WorkerPool",
+    "PoolKeeper",
     "pack_exception",
     "unpack_exception",
 ]
@@ -119,10 +122,11 @@ __all__ = [
 START_METHODS = ("fork", "spawn", "forkserver")
 TRANSPORTS = ("auto", "shm", "pipe")
 
-#: Entry status codes in a worker's reply.
-OK, ERROR, CANCELLED = 0, 1, 2
+#: Entry status codes in a worker's reply (``END``: the source's data ended before the
+#: position; see :class:`EndOfInput`).
+OK, ERROR, CANCELLED, END = 0, 1, 2, 3
 
-_TASK, _SEED, _STOP = 0, 1, 2
+_TASK, _SEED, _STOP, _CONFIG = 0, 1, 2, 3
 _IDLE_CHECK = 1.0  # seconds between parent-liveness checks in an idle worker
 _SHM_DEPTH = 3
 _PIPE_DEPTH = 1
@@ -135,6 +139,11 @@ _GEN = struct.Struct("<q")
 _SLOT = struct.Struct("<qd")
 _SLOT_BASE = 64
 MAX_TRACKED_WORKERS = (4096 - _SLOT_BASE) // _SLOT.size
+
+
+class EndOfInput(Exception):
+    """Raised by a source's ``_getitem`` for a position after the end of its data: the
+    reply entry is ``(END, None)`` instead of an error."""
 
 
 def default_start_method() -> str:
@@ -224,6 +233,9 @@ class WorkerSpec:
     source: Any
     stage: str
     parent_pid: int
+    # the worker may start processes of its own (a pipeline run in it has worker stages)
+    nested: bool = False
+    nice: int = 0  # added to the worker's niceness (its own children inherit it)
     # set per process by _start_one: started from the main thread (the kernel ties the
     # parent-death signal to the creating thread), and whether through a fork server
     pdeathsig: bool = False
@@ -246,6 +258,12 @@ def _worker_main(
         conn.close()
     _die_with_parent(spec)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if spec.nice:
+        os.nice(spec.nice)
+    if spec.nested:
+        # multiprocessing refuses children to a daemonic process; this one ends its own
+        # (their parent-death signal and watchdog) when it ends, so lift the refusal
+        multiprocessing.current_process()._config["daemon"] = False  # type: ignore[attr-defined]
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "set_num_threads"):
         torch.set_num_threads(1)
@@ -270,6 +288,9 @@ def _worker_main(
             if kind == _SEED:
                 seed_all(msg[1])
                 continue
+            if kind == _CONFIG:
+                source._configure(msg[1])
+                continue
             _, gen, base, positions, items = msg
             out: list = []
             x = None
@@ -290,6 +311,8 @@ def _worker_main(
                         x = items[j]
                     phase = "mapping"
                     out.append((OK, fn(x)))
+                except EndOfInput:
+                    out.append((END, None))
                 except Exception as exc:  # noqa: BLE001 - sent to the consumer
                     out.append((ERROR, pack_exception(exc, phase=phase, worker=index)))
                 if slot >= 0:
@@ -465,8 +488,14 @@ class _Link:
         self.outstanding: deque[list[int]] = deque()
 
 
-def _shutdown_links(links: list[_Link], control: list[Block]) -> None:
-    """Stop, join and release every worker; safe to call more than once."""
+def _shutdown_links(links: list[_Link], control: list[Block], owner: int) -> None:
+    """Stop, join and release every worker; safe to call more than once. In a process
+    forked from the pool's owner (``owner`` is its pid) the workers are not this
+    process's children: the copy is only dropped."""
+    if os.getpid() != owner:
+        links.clear()
+        control.clear()
+        return
     for link in links:
         if not link.outstanding and link.process.is_alive():
             try:
@@ -530,10 +559,16 @@ class WorkerPool:
     """``workers`` processes applying ``fn``; see the module docstring.
 
     ``source``: a random-access dataset (workers call ``source._getitem(base + pos)``) or
-    ``None`` (tasks carry the items). ``transport``: ``"shm"``, ``"pipe"`` or ``"auto"``
+    ``None`` (tasks carry the items); a source may also take :meth:`configure` messages
+    (``source._configure(payload)``, which must not raise) and end its data with
+    :class:`EndOfInput`. ``transport``: ``"shm"``, ``"pipe"`` or ``"auto"``
     (shared memory; pipes with a :class:`RuntimeWarning` when ``/dev/shm`` is missing or
     has less free space than the initial ring needs). ``result_block`` is the initial size
-    of each result block; blocks grow on demand.
+    of each result block; blocks grow on demand. ``depth``: chunks outstanding per worker
+    over shared memory (default 3; always 1 over pipes). ``nested``: workers may start
+    processes of their own. ``nice``: added to the workers' niceness (lower CPU
+    priority; their own children inherit it). A process forked from the one that made the pool sees it as
+    not :meth:`alive` and never stops or signals its workers.
 
     >>> pool = WorkerPool(len, None, workers=1, stage="doc", transport="pipe")
     >>> gen = pool.new_generation()
@@ -556,6 +591,9 @@ class WorkerPool:
         start_method: str | None = None,
         transport: str = "auto",
         result_block: int = _RESULT_BLOCK,
+        depth: int = _SHM_DEPTH,
+        nested: bool = False,
+        nice: int = 0,
     ) -> None:
         self.stage = stage
         self.start_method = start_method or default_start_method()
@@ -569,7 +607,7 @@ class WorkerPool:
                 f"`transport` must be one of {', '.join(map(repr, TRANSPORTS))}, got {transport!r}"
             )
         self._ctx = multiprocessing.get_context(self.start_method)
-        self._spec = WorkerSpec(fn, source, stage, os.getpid())
+        self._spec = WorkerSpec(fn, source, stage, os.getpid(), nested=nested, nice=nice)
         if self.start_method != "fork":
             try:
                 pickle.dumps(self._spec)
@@ -582,15 +620,17 @@ class WorkerPool:
                 ) from exc
         self._result_block = result_block
         self._stream = source is None
+        self._shm_depth = max(1, int(depth))
         self.transport = self._choose_transport(transport, workers)
-        self.depth = _SHM_DEPTH if self.transport == "shm" else _PIPE_DEPTH
+        self.depth = self._shm_depth if self.transport == "shm" else _PIPE_DEPTH
         self.broken: str | None = None
         self._links: list[_Link] = []
         self._control: list[Block] = [Block.create(4096) if self.transport == "shm" else _anon_control()]
         self._generation = 0
         self._lock = threading.Lock()
         self._recycler = BufferRecycler() if self.transport == "shm" else None
-        self._finalizer = weakref.finalize(self, _shutdown_links, self._links, self._control)
+        self._finalizer = weakref.finalize(self, _shutdown_links, self._links, self._control,
+                                           os.getpid())
         # one poll object over every worker's result pipe and process sentinel, kept for
         # the pool's life: waiting costs one system call, not a selector per wait
         self._poller = select.poll()
@@ -603,9 +643,9 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ set-up
     def _ring_bytes(self, workers: int) -> int:
-        per = _SHM_DEPTH * self._result_block
+        per = self._shm_depth * self._result_block
         if self._stream:
-            per += (_SHM_DEPTH + 1) * _TASK_BLOCK
+            per += (self._shm_depth + 1) * _TASK_BLOCK
         return workers * per
 
     def _choose_transport(self, transport: str, workers: int) -> str:
@@ -638,8 +678,8 @@ class WorkerPool:
         task_ring = result_ring = None
         try:
             if self.transport == "shm":
-                task_ring = Ring.create(_SHM_DEPTH + 1, _TASK_BLOCK if self._stream else 4096)
-                result_ring = Ring.create(_SHM_DEPTH, self._result_block)
+                task_ring = Ring.create(self.depth + 1, _TASK_BLOCK if self._stream else 4096)
+                result_ring = Ring.create(self.depth, self._result_block)
             fork = self.start_method == "fork"
             spec = dataclasses.replace(
                 self._spec,
@@ -686,8 +726,12 @@ class WorkerPool:
         return self._links[worker].outstanding
 
     def new_generation(self) -> int:
-        """Start a new generation (cancelling queued items of older ones) and return it."""
+        """Start a new generation (cancelling queued items of older ones) and return it.
+        In a process that did not make the pool (a copy inherited through ``fork``) it
+        changes nothing: the control word is shared with the owner's workers."""
         with self._lock:
+            if self._spec.parent_pid != os.getpid():
+                return self._generation
             self._generation += 1
             _GEN.pack_into(self._control[0].view, 0, self._generation)
             return self._generation
@@ -705,6 +749,10 @@ class WorkerPool:
     def reseed(self, worker: int, seed: int) -> None:
         """Make ``worker`` seed its generators with ``seed`` before its next task."""
         self._send(worker, (_SEED, seed))
+
+    def configure(self, worker: int, payload: Any) -> None:
+        """Make ``worker`` call ``source._configure(payload)`` before its next task."""
+        self._send(worker, (_CONFIG, payload))
 
     def submit(self, worker: int, generation: int, base: int, positions: list[int],
                items: list | None) -> None:
@@ -776,8 +824,10 @@ class WorkerPool:
         )
 
     def alive(self) -> bool:
-        """Whether the pool is usable: not broken and every worker running."""
-        return self.broken is None and all(link.process.is_alive() for link in self._links)
+        """Whether the pool is usable: not broken, made by this process (not inherited
+        through ``fork``) and every worker running."""
+        return (self.broken is None and self._spec.parent_pid == os.getpid()
+                and all(link.process.is_alive() for link in self._links))
 
     def drain(self, timeout: float) -> bool:
         """Collect and discard every outstanding reply (after :meth:`cancel`); ``False`` if
@@ -802,6 +852,90 @@ class WorkerPool:
         """Stop every worker and release pipes and shared memory (idempotent)."""
         self.broken = self.broken or "shut down"
         self._finalizer()
+
+
+class PoolKeeper:
+    """Keeps a stage's idle :class:`WorkerPool` between iterations and lends pools to
+    iterators, one at a time: a second, concurrent iterator gets a pool of its own, shut
+    down when it is handed back. What an iterator hands back with its pool (``extra``)
+    is given to the next one with it.
+
+    >>> keeper = PoolKeeper()
+    >>> pool = keeper.lend(None, lambda: WorkerPool(abs, None, workers=1, stage="doc"))
+    >>> len(keeper.pids())
+    1
+    >>> keeper.release(pool, extra="kept"); keeper.take_idle() == (pool, "kept")
+    True
+    >>> keeper.release(keeper.lend(pool, lambda: None)); keeper.close(); keeper.pids()
+    []
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: WorkerPool | None = None
+        self._extra: Any = None
+        self._leased: set[WorkerPool] = set()
+        self._orphaned = False
+
+    def take_idle(self) -> tuple[WorkerPool | None, Any]:
+        """The idle pool (``None`` when there is none) and what was handed back with it."""
+        with self._lock:
+            pool, self._idle = self._idle, None
+            extra, self._extra = self._extra, None
+        return pool, extra
+
+    def lend(self, pool: WorkerPool | None, make: Callable[[], WorkerPool], *,
+             fits: bool = True, drain_timeout: float = 3.0) -> WorkerPool:
+        """``pool`` (from :meth:`take_idle`) when it is usable — alive, ``fits``, and its
+        outstanding work drained within ``drain_timeout`` seconds — else a new pool from
+        ``make()`` (the old one is shut down); either way recorded as lent."""
+        if pool is not None and not (pool.alive() and fits and pool.drain(drain_timeout)
+                                     and pool.alive()):
+            pool.shutdown()
+            pool = None
+        if pool is None:
+            pool = make()
+        return self.lend_as_is(pool)
+
+    def lend_as_is(self, pool: WorkerPool) -> WorkerPool:
+        """Record ``pool`` as lent without checking or draining it (its outstanding work
+        is the borrower's)."""
+        with self._lock:
+            self._leased.add(pool)
+        return pool
+
+    def release(self, pool: WorkerPool, extra: Any = None) -> None:
+        """Take ``pool`` back: kept idle (with ``extra``) unless another is, it is broken
+        or the stage is gone; else shut down."""
+        with self._lock:
+            self._leased.discard(pool)
+            keep = not self._orphaned and self._idle is None and pool.broken is None
+            if keep:
+                self._idle, self._extra = pool, extra
+        if not keep:
+            pool.shutdown()
+
+    def pids(self) -> list[int]:
+        """Process ids of the workers of every pool kept or lent."""
+        with self._lock:
+            pools = [p for p in (self._idle, *self._leased) if p is not None]
+        return [pid for p in pools if p.broken is None for pid in p.pids]
+
+    def orphan(self) -> None:
+        """The stage is gone: stop the idle pool; pools in use stop when handed back."""
+        with self._lock:
+            self._orphaned = True
+            pool, self._idle, self._extra = self._idle, None, None
+        if pool is not None:
+            pool.shutdown()
+
+    def close(self) -> None:
+        """Shut every pool down now, those lent included."""
+        with self._lock:
+            pools = [p for p in (self._idle, *self._leased) if p is not None]
+            self._idle = self._extra = None
+        for pool in pools:
+            pool.shutdown()
 
 
 def _anon_control() -> Block:

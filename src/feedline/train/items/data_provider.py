@@ -23,7 +23,10 @@ batches ahead of the training step. When the data (after batching here, if it do
 ends in its own ``.prefetch(M)`` stage, that thread takes the stage's place, reading up
 to ``N + M`` batches ahead (what the two queues held together): one thread instead of
 two handing every batch over, with the same items and states (a prefetch stage's state
-is its input's); the statistics report then has no row for that stage.
+is its input's); the statistics report then has no row for that stage. When the data
+ends in ``.prefetch(M, process=True)`` instead, the batches are converted to the
+network's inputs in that background process too, so the training process only
+receives them (see :mod:`feedline.dataset.process_prefetch`).
 
 With ``prefetch_next_pass`` (the default) the thread does not stop at the end of a
 pass's data: it starts the next epoch right away, so the next pass's first batches are
@@ -85,6 +88,7 @@ from feedline._internal.validate import (
 from feedline.dataset.base import Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator
 from feedline.dataset.prefetch import PrefetchDataset
+from feedline.dataset.process_prefetch import ProcessPrefetchDataset
 from feedline.exceptions import CheckpointError, FeedError
 from feedline.train.distributed import split_dataset
 from feedline.train.runner import RunnerContext, RunnerItem
@@ -341,6 +345,7 @@ class DataProvider(RunnerItem):
         self.non_blocking = bool(non_blocking)
         self.sparse_layout = one_of("sparse_layout", sparse_layout, ("csr", "csc"))
         self._convert: Any = None  # to_torch with these options, built on first use
+        self._process: ProcessPrefetchDataset | None = None  # its own stage (see initialize)
         self._depth = self.prefetch  # the feeding thread's depth (see initialize)
         self.stats = bool(stats)
         self.last_stats: Any = None
@@ -387,7 +392,13 @@ class DataProvider(RunnerItem):
             # (one thread, not two handing each batch over; the same states)
             self._depth = self.prefetch + int(ds.buffer_size)
             ds = ds._parents[0]
-        ds = ds.map(_Feed(feeder, batch_size is not None), name="feed")
+        feed = _Feed(feeder, batch_size is not None)
+        self._release_process()
+        if isinstance(ds, ProcessPrefetchDataset):
+            # the data ends in a background process: convert the batches there too
+            ds = self._process = ds.with_parent(ds._parents[0].map(feed, name="feed"))
+        else:
+            ds = ds.map(feed, name="feed")
         self.pipeline = ds  # with prefetch, run by a _Passes source in a background thread
         self.effective_batch_size = batch_size
         context.batches_per_pass = per_pass
@@ -468,7 +479,13 @@ class DataProvider(RunnerItem):
     def finalize(self, next_callback: Any) -> None:
         self._close()
         self._close_reader()
+        self._release_process()
         next_callback()
+
+    def _release_process(self) -> None:
+        stage, self._process = self._process, None
+        if stage is not None:
+            stage._release()  # its background process; the user's stages are not ours
 
     def _close(self) -> None:
         it, self._it = self._it, None
