@@ -186,12 +186,13 @@ does what the runner does per batch: zero_grad, forward, cost, backward, step, a
 reading back the cost and the accuracy. The runner adds its chain of items, the counters,
 the feeder's checks of every sample, and a resumable data position; with `prefetch=2` the
 batches are assembled and fed in a background thread while the training step runs (and the
-next pass's first batches while the last ones of this pass train). The last column compares
+next pass's first batches while the last ones of this pass train). torch {torch.__version__}, CPU.
+The last column compares
 the record-file pipelines with the same Runner fed from memory the same way. In the last three
 rows the pipeline runs in a background process that also converts the batches to the
 network's inputs, so the training process only receives them and shares neither its
 interpreter lock nor its Python work with the input pipeline; on 2 cores, where the
-training step keeps one busy, the decoding workers then mostly compete with it for CPU. torch {torch.__version__}, CPU.
+training step keeps one busy, the decoding workers then mostly compete with it for CPU.
 
 Machine: {machine_description()}
 

@@ -181,8 +181,9 @@ class _Cursor:
 class ProcessPrefetchDataset(Dataset):
     """The parent, produced ahead in a background process; see the module docstring.
 
-    ``buffer_size``: items produced ahead, or ``"auto"``. ``start_method``: ``"fork"`` (default where
-    available), ``"spawn"`` or ``"forkserver"`` (the pipeline must then pickle).
+    ``buffer_size``: items produced ahead, or ``"auto"``. ``start_method``: ``"fork"``
+    (default where available), ``"spawn"`` or ``"forkserver"`` (the pipeline must then
+    pickle).
     ``transport``: ``"auto"``, ``"shm"`` or ``"pipe"`` (one message in flight).
     ``nice``: 0 to 19, added to the process's niceness (see the module docstring).
 
