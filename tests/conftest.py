@@ -95,3 +95,12 @@ def simd(request):
         yield on
     finally:
         kernels._set_simd(True)
+
+
+@pytest.fixture
+def closing():
+    """Datasets registered here are closed after the test (their worker processes stopped)."""
+    made = []
+    yield made.append
+    for ds in made:
+        ds.close()

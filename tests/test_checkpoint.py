@@ -30,6 +30,7 @@ from feedline.train.items import (
     LocalUpdater,
     TrainOps,
 )
+from train_helpers import Crash, CrashAt
 
 INPUTS = {"x": data_type.dense_vector(6), "label": data_type.integer_value(3)}
 
@@ -74,20 +75,6 @@ class Noise(RunnerItem):
         x = self.context.inputs["x"]
         noise = np.random.normal(size=tuple(x.shape)).astype(np.float32) * 0.01
         self.context.inputs["x"] = x + torch.from_numpy(noise) + random.random() * 0.01
-        return next_callback()
-
-
-class Crash(Exception):
-    pass
-
-
-class CrashAt(RunnerItem):
-    def __init__(self, step):
-        self.step = step
-
-    def on_batch_begin(self, next_callback):
-        if self.context.global_step == self.step:
-            raise Crash(f"simulated crash before step {self.step}")
         return next_callback()
 
 

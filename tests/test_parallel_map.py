@@ -34,15 +34,6 @@ def stream(n):
     return Dataset.from_reader(lambda: iter(range(n)), deterministic=True)
 
 
-@pytest.fixture
-def closing():
-    """Datasets registered here are closed after the test (their workers stopped)."""
-    made = []
-    yield made.append
-    for ds in made:
-        ds.close()
-
-
 # ---------------------------------------------------------------------------- results
 def test_ordered_equals_in_thread_map_over_random_access(closing, leak_check):
     ds = Dataset.range(57).map(square, workers=2)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from feedline import Dataset, data_type
+from feedline import Dataset
 from feedline.dataset.process_prefetch import ProcessPrefetchDataset
 from feedline.exceptions import (
     PipelineError,
@@ -24,8 +24,10 @@ from feedline.exceptions import (
     WorkerError,
 )
 from feedline.runtime.workers import END, OK, EndOfInput, WorkerPool
-from feedline.train import SGD, Runner, RunnerItem, network
+from feedline.train import Runner, RunnerItem
 from feedline.train.items import Counter, CreateModel, DataProvider, LocalUpdater, TrainOps
+from process_helpers import parent_of, process_alive, wait_gone
+from train_helpers import Crash, CrashAt, linear_net, make_data
 
 from resume_helpers import _norm, assert_resumes_everywhere
 
@@ -68,41 +70,6 @@ def fail_on_five(x):
 def slow(x):
     time.sleep(0.02)
     return x
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_gone(pids, timeout=10.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if process_alive(p)]
-        if not alive:
-            return []
-        time.sleep(0.05)
-    return [p for p in pids if process_alive(p)]
-
-
-def parent_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return None
-
-
-@pytest.fixture
-def closing():
-    """Datasets registered here are closed after the test (their processes stopped)."""
-    made = []
-    yield made.append
-    for ds in made:
-        ds.close()
 
 
 def epochs(ds, count):
@@ -869,23 +836,6 @@ def test_spawn_start_method(closing):
 
 
 # ---------------------------------------------------------------------------- DataProvider
-INPUTS = {"x": data_type.dense_vector(3), "label": data_type.integer_value(2)}
-
-
-def make_data(n=20, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 3)).astype(np.float32)
-    y = (x[:, 0] > 0).astype(np.int64)
-    return x, y
-
-
-def linear_net(**settings):
-    torch.manual_seed(0)
-    settings.setdefault("learning_rate", 0.1)
-    settings.setdefault("learning_method", SGD())
-    return network(inputs=INPUTS, **settings)(torch.nn.Linear(3, 2))
-
-
 class Grab(RunnerItem):
     """Records what the inner part of the chain sees per batch."""
 
@@ -954,18 +904,6 @@ def test_data_provider_batching_samples_before_a_process_stage(leak_check):
 
 def test_data_provider_mid_pass_checkpoint_and_resume(tmp_path, leak_check):
     from feedline.train.items import Checkpointer
-
-    class Crash(Exception):
-        pass
-
-    class CrashAt(RunnerItem):
-        def __init__(self, step):
-            self.step = step
-
-        def on_batch_begin(self, next_callback):
-            if self.context.global_step == self.step:
-                raise Crash(f"simulated crash before step {self.step}")
-            return next_callback()
 
     x, y = make_data(20)
 

@@ -23,6 +23,7 @@ from feedline.exceptions import (
     WorkerError,
 )
 from feedline.runtime import shm as shm_mod
+from process_helpers import wait_gone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,24 +41,6 @@ def fail_on_five(x):
 def slow(x):
     time.sleep(0.05)
     return x
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_gone(pids, timeout=10.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if process_alive(p)]
-        if not alive:
-            return []
-        time.sleep(0.05)
-    return [p for p in pids if process_alive(p)]
 
 
 # ---------------------------------------------------------------------------- exceptions

@@ -10,7 +10,6 @@ import pickle
 import threading
 import time
 
-import numpy as np
 import pytest
 import torch
 
@@ -44,22 +43,7 @@ from feedline.train.items import (
     TrainOps,
 )
 from feedline.train.model_average import ModelAverager
-
-INPUTS = {"x": data_type.dense_vector(3), "label": data_type.integer_value(2)}
-
-
-def make_data(n=20, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 3)).astype(np.float32)
-    y = (x[:, 0] > 0).astype(np.int64)
-    return x, y
-
-
-def linear_net(**settings):
-    torch.manual_seed(0)
-    settings.setdefault("learning_rate", 0.1)
-    settings.setdefault("learning_method", SGD())
-    return network(inputs=INPUTS, **settings)(torch.nn.Linear(3, 2))
+from train_helpers import INPUTS, linear_net, make_data
 
 
 @network(inputs=INPUTS, learning_rate=0.05, batch_size=4)

@@ -567,8 +567,8 @@ class WorkerPool:
     of each result block; blocks grow on demand. ``depth``: chunks outstanding per worker
     over shared memory (default 3; always 1 over pipes). ``nested``: workers may start
     processes of their own. ``nice``: added to the workers' niceness (lower CPU
-    priority; their own children inherit it). A process forked from the one that made the pool sees it as
-    not :meth:`alive` and never stops or signals its workers.
+    priority; their own children inherit it). A process forked from the one that made
+    the pool sees it as not :meth:`alive` and never stops, signals or cancels its workers.
 
     >>> pool = WorkerPool(len, None, workers=1, stage="doc", transport="pipe")
     >>> gen = pool.new_generation()
