@@ -785,6 +785,9 @@ def test_close_of_an_outer_pipeline_stops_the_process(leak_check):
         ((2,), {"process": True, "transport": "carrier pigeon"}, ValueError,
          r"`transport` must be one of"),
         ((2,), {"nice": 5}, ValueError, r"need process=True"),
+        ((2,), {"timeout": 5}, ValueError, r"need process=True"),
+        ((2,), {"process": True, "timeout": 0}, ValueError, r"`timeout`"),
+        ((2,), {"process": True, "timeout": -1.5}, ValueError, r"`timeout`"),
         ((2,), {"process": True, "nice": 20}, ValueError, r"`nice` must be an int from 0 to 19, got 20"),
         ((2,), {"process": True, "nice": -1}, ValueError, r"`nice` must be an int from 0 to 19"),
         ((2,), {"process": True, "nice": 1.5}, ValueError, r"`nice` must be an int from 0 to 19"),
@@ -1103,3 +1106,44 @@ def test_a_dataset_inherited_through_fork_runs_its_own_process_there(closing):
     assert not hung, ("the parent's next iteration hangs after a forked child iterated "
                       "the dataset it inherited")
     assert result == {"items": want}
+
+
+# ---------------------------------------------------------------------------- timeout
+def stuck_at_six(x):
+    if x == 6:
+        time.sleep(30)
+    return x
+
+
+def test_an_item_stuck_longer_than_the_timeout_raises_and_the_process_is_replaced(closing):
+    from feedline.exceptions import StageTimeoutError
+
+    ds = Dataset.range(10).map(stuck_at_six).prefetch(2, process=True, timeout=0.5)
+    closing(ds)
+    it = ds.iterator()
+    got = [next(it) for _ in range(6)]
+    assert got == [0, 1, 2, 3, 4, 5]
+    started = time.monotonic()
+    with pytest.raises(StageTimeoutError) as info:
+        next(it)
+    assert time.monotonic() - started < 10  # the timeout, not the 30 s sleep
+    err = info.value
+    assert (err.stage, err.index, err.timeout) == ("prefetch(2, process=True)", 6, 0.5)
+    assert "prefetch(2, process=True): element 6 not done after 0.5 s" in str(err)
+    with pytest.raises(StopIteration):
+        next(it)
+    first = ds.worker_pids
+    assert first == []  # the stuck process was terminated, not kept
+    ok = Dataset.range(5).prefetch(2, process=True, timeout=0.5)
+    closing(ok)
+    assert ok.to_list() == [0, 1, 2, 3, 4]
+
+
+def test_time_spent_waiting_for_the_consumer_does_not_count(closing):
+    ds = Dataset.range(6).prefetch(2, process=True, timeout=0.3)
+    closing(ds)
+    out = []
+    for x in ds:
+        out.append(x)
+        time.sleep(0.5)  # the process is idle, its buffer full, longer than the timeout
+    assert out == list(range(6))

@@ -503,7 +503,7 @@ class Dataset(Generic[T]):
 
     def prefetch(self, buffer_size: int | str = 2, *, process: bool = False,
                  start_method: str | None = None, transport: str | None = None,
-                 nice: int = 0) -> Dataset[T]:
+                 nice: int = 0, timeout: float | None = None) -> Dataset[T]:
         """Produce up to ``buffer_size`` items ahead in a background thread (``"auto"``
         sizes the buffer by measuring). Order, errors and state are those of the
         pipeline without it; the thread stops with its iterator.
@@ -512,7 +512,8 @@ class Dataset(Generic[T]):
         process instead, so the consumer shares neither its interpreter lock nor its
         CPU time with it (see :mod:`feedline.dataset.process_prefetch`; ``start_method``
         and ``transport`` as for ``map(..., workers=N)``; ``nice`` (0 to 19) lowers its
-        CPU priority and its workers'; ``"auto"`` sizes its messages).
+        CPU priority and its workers'; ``timeout`` (seconds) bounds the time it may spend
+        on one item; ``"auto"`` sizes its messages).
 
         >>> Dataset.range(5).map(lambda x: x + 1).prefetch(2).to_list()
         [1, 2, 3, 4, 5]
@@ -524,15 +525,17 @@ class Dataset(Generic[T]):
         from feedline._internal.validate import check_bool
 
         if not check_bool("process", process):
-            if start_method is not None or transport is not None or nice != 0:
-                raise ValueError("`start_method`, `transport` and `nice` need process=True")
+            if (start_method is not None or transport is not None or nice != 0
+                    or timeout is not None):
+                raise ValueError(
+                    "`start_method`, `transport`, `nice` and `timeout` need process=True")
             from feedline.dataset.prefetch import PrefetchDataset
 
             return PrefetchDataset(self, buffer_size)
         from feedline.dataset.process_prefetch import ProcessPrefetchDataset
 
         return ProcessPrefetchDataset(self, buffer_size, start_method=start_method,
-                                      transport=transport, nice=nice)
+                                      transport=transport, nice=nice, timeout=timeout)
 
     def concat(self, *others: Dataset) -> Dataset:
         """This dataset's items, then each of ``others``' items, in order.

@@ -33,6 +33,11 @@ Python work with the input pipeline, which is what a small, fast training step n
 * **Priority.** ``nice=n`` (0 to 19) lowers the background process's CPU priority, and
   that of the worker processes it starts: when the data work and the training step want
   the same cores, the step goes first, and the pipeline uses the time it leaves.
+* **Timeout.** With ``timeout=seconds``, an item the process has been producing for
+  longer raises :class:`~feedline.exceptions.StageTimeoutError` naming the stage and the
+  item (0-based in this iteration); the process is then terminated and the iteration
+  ends (the next one starts a new process). Time the process spends waiting for the
+  consumer does not count.
 * **Statistics** of the stages inside stay in the background process: a report made
   in the consumer has one row for this stage.
 
@@ -53,10 +58,10 @@ import time
 import weakref
 from typing import Any
 
-from feedline._internal.validate import one_of, positive_int
+from feedline._internal.validate import one_of, optional_positive_number, positive_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
-from feedline.exceptions import PipelineError, StateError
+from feedline.exceptions import PipelineError, StageTimeoutError, StateError
 from feedline.runtime import autotune
 from feedline.runtime.workers import (
     CANCELLED,
@@ -186,6 +191,7 @@ class ProcessPrefetchDataset(Dataset):
     pickle).
     ``transport``: ``"auto"``, ``"shm"`` or ``"pipe"`` (one message in flight).
     ``nice``: 0 to 19, added to the process's niceness (see the module docstring).
+    ``timeout``: seconds (see the module docstring).
 
     >>> ds = Dataset.range(4).prefetch(2, process=True)   # a background process
     >>> type(ds).__name__, ds.to_list()
@@ -195,7 +201,7 @@ class ProcessPrefetchDataset(Dataset):
 
     def __init__(self, parent: Dataset, buffer_size: int | str, *,
                  start_method: str | None = None, transport: str | None = None,
-                 nice: int = 0) -> None:
+                 nice: int = 0, timeout: float | None = None) -> None:
         super().__init__()
         if not isinstance(parent, Dataset):
             raise TypeError(f"`parent` must be a Dataset, got {type(parent).__name__}")
@@ -208,6 +214,7 @@ class ProcessPrefetchDataset(Dataset):
         if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
             raise ValueError(f"`nice` must be an int from 0 to 19, got {nice!r}")
         self.nice = nice
+        self.timeout = optional_positive_number("timeout", timeout)
         self._holder = _ProcessHolder(self)
         self._finalizer = weakref.finalize(self, self._holder.orphan)
 
@@ -224,7 +231,8 @@ class ProcessPrefetchDataset(Dataset):
         'prefetch(2, process=True)'
         """
         return ProcessPrefetchDataset(parent, self.buffer_size, start_method=self.start_method,
-                                      transport=self.transport, nice=self.nice)
+                                      transport=self.transport, nice=self.nice,
+                                      timeout=self.timeout)
 
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
         return _ProcessPrefetchIterator(self._holder, ctx.epoch, self.buffer_size, self.name)
@@ -265,6 +273,7 @@ class _ProcessHolder(PoolKeeper):
         self._start_method = ds.start_method
         self._transport = ds.transport
         self._nice = ds.nice
+        self.timeout = ds.timeout
         size = ds.buffer_size
         self.auto = size == "auto"
         # messages in flight: up to 8 of ceil(size / 8) items, never more than size items
@@ -389,8 +398,12 @@ class _ProcessPrefetchIterator(DatasetIterator):
     def _wait(self, pool: WorkerPool) -> None:
         t0 = time.perf_counter()
         try:
-            while not pool.ready([0], _WAIT_SLICE):
+            timeout = self._holder.timeout
+            slice_ = _WAIT_SLICE if timeout is None else min(_WAIT_SLICE, timeout)
+            while not pool.ready([0], slice_):
                 self._check_pool()
+                if timeout is not None:
+                    self._check_timeout(pool, timeout)
             positions, entries, busy, nbytes = pool.collect(0)
             got = {p: entry for p, entry in zip(positions, entries) if entry[0] != CANCELLED}
             holder = self._holder
@@ -406,6 +419,15 @@ class _ProcessPrefetchIterator(DatasetIterator):
             self._ready.update(got)
         finally:
             self.wait_seconds += time.perf_counter() - t0
+
+    def _check_timeout(self, pool: WorkerPool, timeout: float) -> None:
+        progress = pool.progress(0)  # the position the process is on, and since when
+        if progress is not None and time.monotonic() - progress[1] > timeout:
+            item = progress[0] - self._base
+            # stuck inside the pipeline: the process is terminated when handed back
+            pool.broken = pool.broken or (
+                f"the background process was stuck on item {item} for more than {timeout:g} s")
+            raise StageTimeoutError(self._name, item, timeout)
 
     def __next__(self) -> Any:
         if self._done:
