@@ -1147,3 +1147,21 @@ def test_time_spent_waiting_for_the_consumer_does_not_count(closing):
         out.append(x)
         time.sleep(0.5)  # the process is idle, its buffer full, longer than the timeout
     assert out == list(range(6))
+
+
+# ---------------------------------------------------------------------------- inside a daemon
+@pytest.mark.parametrize("make", [
+    lambda: Dataset.range(6).map(abs, workers=1),
+    lambda: Dataset.range(6).prefetch(2, process=True),
+], ids=["map-workers", "process-prefetch"])
+def test_a_worker_stage_inside_a_dataloader_worker_is_a_clear_error(make, closing):
+    from torch.utils.data import DataLoader
+
+    ds = make()
+    closing(ds)
+    loader = DataLoader(ds.as_torch(), batch_size=None, num_workers=1)
+    with pytest.raises(PipelineError) as info:
+        list(loader)
+    message = str(info.value)
+    assert f"stage {ds.name!r} cannot start worker processes" in message
+    assert "daemonic worker" in message and "num_workers=0" in message

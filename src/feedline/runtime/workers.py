@@ -606,6 +606,13 @@ class WorkerPool:
             raise ValueError(
                 f"`transport` must be one of {', '.join(map(repr, TRANSPORTS))}, got {transport!r}"
             )
+        if multiprocessing.current_process().daemon:
+            raise PipelineError(
+                f"stage {stage!r} cannot start worker processes: this process is itself a "
+                f"daemonic worker ({multiprocessing.current_process().name}, for example a "
+                "DataLoader worker), which may not have children; give the DataLoader "
+                "num_workers=0, or run the stage's work in threads (map(..., backend='thread'))"
+            )
         self._ctx = multiprocessing.get_context(self.start_method)
         self._spec = WorkerSpec(fn, source, stage, os.getpid(), nested=nested, nice=nice)
         if self.start_method != "fork":
