@@ -790,7 +790,8 @@ def test_close_of_an_outer_pipeline_stops_the_process(leak_check):
         ((2,), {"process": True, "timeout": -1.5}, ValueError, r"`timeout`"),
         ((2,), {"process": True, "nice": 20}, ValueError, r"`nice` must be an int from 0 to 19, got 20"),
         ((2,), {"process": True, "nice": -1}, ValueError, r"`nice` must be an int from 0 to 19"),
-        ((2,), {"process": True, "nice": 1.5}, ValueError, r"`nice` must be an int from 0 to 19"),
+        ((2,), {"process": True, "nice": 1.5}, TypeError, r"`nice` must be an int from 0 to 19"),
+        ((2,), {"process": True, "nice": True}, TypeError, r"`nice` must be an int from 0 to 19"),
     ],
 )
 def test_bad_arguments(args, kwargs, exc, match):

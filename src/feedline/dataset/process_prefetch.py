@@ -211,7 +211,9 @@ class ProcessPrefetchDataset(Dataset):
         self.start_method = one_of("start_method", start_method or default_start_method(),
                                    START_METHODS)
         self.transport = one_of("transport", transport or "auto", TRANSPORTS)
-        if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
+        if isinstance(nice, bool) or not isinstance(nice, int):
+            raise TypeError(f"`nice` must be an int from 0 to 19, got {nice!r}")
+        if not 0 <= nice <= 19:
             raise ValueError(f"`nice` must be an int from 0 to 19, got {nice!r}")
         self.nice = nice
         self.timeout = optional_positive_number("timeout", timeout)
