@@ -35,6 +35,7 @@ decode's mean absolute difference from the exact path over the corpus. Results g
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import os
 import pathlib
@@ -146,7 +147,10 @@ def _decode_boxes(part: tuple[int, int]) -> int:
     return len(_PAYLOADS[first::step])
 
 
+@functools.lru_cache(maxsize=2)
 def _payloads(folder: pathlib.Path, restart_markers: bool) -> list[bytes]:
+    """The corpus's JPEG bytes, as stored or rewritten with restart markers (read and
+    rewritten once per run: every round and both rows reuse them)."""
     data = [p.read_bytes() for p in sorted(folder.glob("*/*.jpg"))]
     if restart_markers:
         from feedline.image.codec import add_restart_markers

@@ -1,4 +1,5 @@
-"""Looking at processes from tests: alive (not a zombie), gone within a timeout, parent."""
+"""Looking at processes from tests (alive, not a zombie; gone within a timeout; parent),
+and a function for worker stages to fail in."""
 
 from __future__ import annotations
 
@@ -37,3 +38,14 @@ def parent_of(pid: int) -> int | None:
             return int(f.read().rsplit(")", 1)[1].split()[1])
     except OSError:
         return None
+
+
+class BadRecord(ValueError):
+    """What :func:`fail_on_five` raises."""
+
+
+def fail_on_five(x):
+    """``x``, except that item 5 raises :class:`BadRecord`."""
+    if x == 5:
+        raise BadRecord(f"record {x} is bad")
+    return x

@@ -65,3 +65,18 @@ def assert_resumes_as_multiset(ds, *, max_steps: int | None = None) -> list:
         resumed.close()
         assert sorted(head + rest) == everything, f"resume after {k} items lost or repeated items"
     return full
+
+
+def assert_set_state_goes_back(ds, n: int) -> None:
+    """``ds`` maps ``x`` to ``-x`` over ``range(n)``: a state taken after 5 items and
+    restored into the same iterator 3 items later (cancelling what it read ahead) yields
+    exactly the items after the fifth."""
+    it = ds.iterator()
+    for _ in range(5):
+        next(it)
+    state = it.get_state()
+    for _ in range(3):
+        next(it)
+    it.set_state(state)
+    assert list(it) == [-x for x in range(5, n)]
+    it.close()

@@ -24,12 +24,12 @@ from feedline.exceptions import (
     WorkerError,
 )
 from feedline.runtime.workers import END, OK, EndOfInput, WorkerPool
-from feedline.train import Runner, RunnerItem
+from feedline.train import Runner
 from feedline.train.items import Counter, CreateModel, DataProvider, LocalUpdater, TrainOps
-from process_helpers import parent_of, process_alive, wait_gone
-from train_helpers import Crash, CrashAt, linear_net, make_data
+from process_helpers import BadRecord, fail_on_five, parent_of, process_alive, wait_gone
+from train_helpers import Crash, CrashAt, Grab, linear_net, make_data
 
-from resume_helpers import _norm, assert_resumes_everywhere
+from resume_helpers import _norm, assert_resumes_everywhere, assert_set_state_goes_back
 
 pytestmark = pytest.mark.timeout(60)  # a hang fails the test instead of the run
 
@@ -55,16 +55,6 @@ def sample(i):
 def shuffled(n=23, seed=3):
     """A seeded pipeline whose order differs per epoch."""
     return Dataset.range(n).shuffle(7, seed=seed).map(lambda x: x * 10).batch(3)
-
-
-class BadRecord(ValueError):
-    pass
-
-
-def fail_on_five(x):
-    if x == 5:
-        raise BadRecord(f"record {x} is bad")
-    return x
 
 
 def slow(x):
@@ -409,15 +399,7 @@ def test_resume_an_earlier_epoch_while_the_next_is_read_ahead(closing):
 def test_set_state_on_a_running_iterator(closing):
     ds = stream(40).map(lambda x: -x).prefetch(3, process=True)
     closing(ds)
-    it = ds.iterator()
-    for _ in range(5):
-        next(it)
-    state = it.get_state()
-    for _ in range(3):
-        next(it)
-    it.set_state(state)
-    assert list(it) == [-x for x in range(5, 40)]
-    it.close()
+    assert_set_state_goes_back(ds, 40)
 
 
 def test_state_is_json_and_names_the_stage(closing):
@@ -840,18 +822,6 @@ def test_spawn_start_method(closing):
 
 
 # ---------------------------------------------------------------------------- DataProvider
-class Grab(RunnerItem):
-    """Records what the inner part of the chain sees per batch."""
-
-    def __init__(self):
-        self.batches = []
-
-    def on_batch_begin(self, next_callback):
-        ctx = self.context
-        self.batches.append({k: v.clone() for k, v in ctx.inputs.items()})
-        return next_callback()
-
-
 def _train(data, *, prefetch, passes=2, batch_size=None):
     grab = Grab()
     provider = DataProvider(data, prefetch=prefetch, batch_size=batch_size)

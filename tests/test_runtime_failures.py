@@ -23,19 +23,9 @@ from feedline.exceptions import (
     WorkerError,
 )
 from feedline.runtime import shm as shm_mod
-from process_helpers import wait_gone
+from process_helpers import BadRecord, fail_on_five, wait_gone
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-class BadRecord(ValueError):
-    pass
-
-
-def fail_on_five(x):
-    if x == 5:
-        raise BadRecord(f"record {x} is bad")
-    return x
 
 
 def slow(x):

@@ -43,24 +43,12 @@ from feedline.train.items import (
     TrainOps,
 )
 from feedline.train.model_average import ModelAverager
-from train_helpers import INPUTS, linear_net, make_data
+from train_helpers import INPUTS, Grab, linear_net, make_data
 
 
 @network(inputs=INPUTS, learning_rate=0.05, batch_size=4)
 def module_level_net(x):
     return torch.nn.Linear(x.dim, 2)
-
-
-class Grab(RunnerItem):
-    """Records what the inner part of the chain sees per batch."""
-
-    def __init__(self):
-        self.batches = []
-
-    def on_batch_begin(self, next_callback):
-        ctx = self.context
-        self.batches.append({k: v.clone() for k, v in ctx.inputs.items()})
-        return next_callback()
 
 
 # ---------------------------------------------------------------------- network + settings

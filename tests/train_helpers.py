@@ -1,5 +1,5 @@
 """Small training set-ups the train tests share: a linear network over 3 features, its
-data, and a runner item that crashes at a given step."""
+data, a runner item that crashes at a given step and one that records the batches."""
 
 from __future__ import annotations
 
@@ -41,4 +41,16 @@ class CrashAt(RunnerItem):
     def on_batch_begin(self, next_callback):
         if self.context.global_step == self.step:
             raise Crash(f"simulated crash before step {self.step}")
+        return next_callback()
+
+
+class Grab(RunnerItem):
+    """Records what the inner part of the chain sees per batch."""
+
+    def __init__(self):
+        self.batches = []
+
+    def on_batch_begin(self, next_callback):
+        ctx = self.context
+        self.batches.append({k: v.clone() for k, v in ctx.inputs.items()})
         return next_callback()

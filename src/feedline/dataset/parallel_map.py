@@ -753,13 +753,8 @@ class _ParallelMapIterator(DatasetIterator):
             self._ready.extend(zip(positions, entries))
         if self._calibration is not None:
             self._calibration.add_worker(items=n, seconds=busy)
-        per_item = busy / n
-        per_bytes = nbytes / n
-        if self._item_s is None or self._item_bytes is None:  # both are set together
-            self._item_s, self._item_bytes = per_item, per_bytes
-        else:
-            self._item_s = 0.7 * self._item_s + 0.3 * per_item
-            self._item_bytes = 0.7 * self._item_bytes + 0.3 * per_bytes
+        self._item_s = autotune.running_mean(self._item_s, busy / n)
+        self._item_bytes = autotune.running_mean(self._item_bytes, nbytes / n)
         holder = self._holder
         holder.item_s, holder.item_bytes = self._item_s, self._item_bytes
         self._retune()

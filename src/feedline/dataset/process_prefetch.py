@@ -337,11 +337,11 @@ class _ProcessPrefetchIterator(DatasetIterator):
             self._ready = carry.ready
             self._note_ends(carry.ready)
             return
+        # a fresh start or a restored state: positions count from this epoch's start
+        assert self._base == 0  # set by __init__ and set_state; carries set it above
         self._gen = pool.new_generation()
-        item = self._next_yield - self._base
-        self._base, self._next_yield = 0, item
-        pool.configure(0, ("begin", self._epoch, self._state, item))
-        self._next_send = item
+        pool.configure(0, ("begin", self._epoch, self._state, self._next_yield))
+        self._next_send = self._next_yield
         self._ready = {}
 
     def _release(self, carry: _Carry | None = None) -> None:
@@ -411,11 +411,8 @@ class _ProcessPrefetchIterator(DatasetIterator):
             holder = self._holder
             if holder.auto and got:
                 n = len(positions)
-                if holder.item_s is None or holder.item_bytes is None:
-                    holder.item_s, holder.item_bytes = busy / n, nbytes / n
-                else:
-                    holder.item_s = 0.7 * holder.item_s + 0.3 * busy / n
-                    holder.item_bytes = 0.7 * holder.item_bytes + 0.3 * nbytes / n
+                holder.item_s = autotune.running_mean(holder.item_s, busy / n)
+                holder.item_bytes = autotune.running_mean(holder.item_bytes, nbytes / n)
                 self._retune()
             self._note_ends(got)
             self._ready.update(got)

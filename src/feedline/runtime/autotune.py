@@ -63,6 +63,7 @@ __all__ = [
     "cpu_budget",
     "choose_workers",
     "choose_chunk",
+    "running_mean",
     "choose_prefetch_depth",
     "WorkerCalibration",
 ]
@@ -105,6 +106,17 @@ def choose_workers(*, item_seconds: float, consumer_seconds: float, max_workers:
         return max_workers
     n = math.ceil(_HEADROOM * item_seconds / consumer_seconds - 1e-9)
     return min(max(n, 1), max_workers)
+
+
+def running_mean(old: float | None, new: float) -> float:
+    """``new`` folded into the running measurement ``old`` (``new`` itself when nothing
+    was measured yet): recent chunks weigh 30%, so the tuning follows a drift quickly
+    without jumping on one odd chunk.
+
+    >>> running_mean(None, 2.0), running_mean(2.0, 12.0)
+    (2.0, 5.0)
+    """
+    return new if old is None else 0.7 * old + 0.3 * new
 
 
 def choose_chunk(
