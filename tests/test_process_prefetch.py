@@ -617,7 +617,9 @@ def test_closing_the_dataset_under_a_running_iterator(closing):
     pid = ds.worker_pids[0]
     ds.close()
     assert wait_gone([pid]) == []
-    with pytest.raises(PipelineError):
+    with pytest.raises(PipelineError,
+                       match=r"the background process of stage 'prefetch\(2, process=True\)' "
+                             r"is gone: shut down"):
         for _ in it:
             pass
     it.close()

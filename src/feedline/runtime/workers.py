@@ -429,7 +429,7 @@ def _same_arrays(column: list) -> bool:
 
 def _stack(column: list) -> np.ndarray:
     """``np.stack(column)`` for arrays of one dtype and shape, without its per-array
-    reshaping (a third of the time for small arrays)."""
+    reshaping: one ``concatenate`` of the arrays, reshaped."""
     first = column[0]
     if first.ndim == 0:
         return np.stack(column)
