@@ -21,11 +21,18 @@ def uneven(base):
 
 def test_cycle_and_block_order():
     ds = Dataset.from_iterable([0, 10, 20]).interleave(blocks, cycle_length=2, block_length=2)
-    assert ds.to_list() == [0, 1, 10, 11, 2, 20, 21, 12, 22]
+    assert ds.to_list() == [0, 1, 10, 11, 2, 12, 20, 21, 22]  # tf.data's order
     ds = Dataset.from_iterable([0, 10, 20]).interleave(blocks, cycle_length=3)
     assert ds.to_list() == [0, 10, 20, 1, 11, 21, 2, 12, 22]
     ds = Dataset.from_iterable([0, 10]).interleave(blocks, cycle_length=1)
     assert ds.to_list() == [0, 1, 2, 10, 11, 12]
+
+
+def test_input_ending_mid_cycle_follows_tf_data():
+    sizes = {0: 1, 10: 3, 20: 2}
+    ds = Dataset.from_iterable([0, 10, 20]).interleave(
+        lambda b: Dataset.range(b, b + sizes[b]), cycle_length=2)
+    assert ds.to_list() == [0, 10, 11, 20, 12, 21]
 
 
 def test_parallel_reads_keep_the_order(leak_check):

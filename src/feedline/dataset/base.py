@@ -582,8 +582,9 @@ class Dataset(Generic[T]):
     def interleave(self, fn: Callable[[T], Dataset], *, cycle_length: int,
                    block_length: int = 1, num_parallel_reads: int | None = None) -> Dataset:
         """Read ``cycle_length`` datasets made by ``fn(item)`` at once, taking
-        ``block_length`` items from each in turn (tf.data's ``interleave``); a finished one
-        is replaced by the next input's. ``num_parallel_reads`` reads ahead in threads.
+        ``block_length`` items from each in turn, in tf.data's exact order (a finished one's
+        slot takes the next input's when the cycle comes back to it).
+        ``num_parallel_reads`` reads ahead in threads.
         See :mod:`feedline.dataset.interleave`.
 
         >>> Dataset.range(2).interleave(lambda i: Dataset.range(i * 10, i * 10 + 3),
@@ -845,4 +846,3 @@ class IndexIterator(DatasetIterator[T]):
 def _json_size(state: dict) -> int:
     """Size in bytes of ``state`` as JSON (used by tests that check states stay small)."""
     return len(json.dumps(state))
-

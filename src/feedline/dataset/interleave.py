@@ -1,25 +1,37 @@
-"""``Dataset.interleave``: read several datasets at once, round robin.
+"""``Dataset.interleave``: read several datasets at once, in tf.data's exact order.
 
 For each input item ``x`` (typically a file path) ``fn(x)`` returns a :class:`Dataset`
-(typically the records of that file). Up to ``cycle_length`` of them are open at a
-time, in input order; the output takes ``block_length`` items from the first open
-dataset, then ``block_length`` from the next, and so on around the cycle. When an open
-dataset ends, the next input item's dataset takes its place in the cycle (and is read
-from at once); when the input is used up, the cycle shrinks. The output order depends
-only on the input order and the datasets' contents — deterministic for a given seed.
+(typically the records of that file). The stage keeps ``cycle_length`` slots and a
+cursor, exactly as tf.data's ``interleave`` (without ``num_parallel_calls``) does:
+
+* at an empty slot, while the input lasts, it opens ``fn(next input item)`` there and
+  reads from it at once;
+* it takes ``block_length`` items from the slot under the cursor, then moves the cursor
+  to the next slot (wrapping around);
+* when the slot's dataset ends (even in the middle of a block) the slot is emptied and
+  the cursor moves on: the next input item is opened only when the cursor comes back
+  to an empty slot; once the input is used up, empty slots are passed over.
+
+So inputs of lengths 1, 3 and 2 with ``cycle_length=2`` give ``[0, 10, 11, 20, 12, 21]``,
+as tf.data does. The order depends only on the input order and the datasets' contents.
 
 This is TensorFlow's ``shuffle_batch_join`` case: a shuffle buffer after ``interleave``
 mixes records from ``cycle_length`` files. With ``num_parallel_reads=N`` each open
 dataset is read ahead by a background thread (buffer of ``N`` items), so file I/O and
 record decoding overlap; the order is unchanged.
 
-State: the input's state, and for each open slot the input item and that dataset's
-state; input items must therefore be JSON values (paths, numbers).
+State: the input's state, the cursor, the count taken from the current block, and for
+each open slot the input item and that dataset's state; input items must therefore be
+JSON values (paths, numbers).
 
 >>> ds = Dataset.from_iterable([0, 10, 20]).interleave(
 ...     lambda base: Dataset.range(base, base + 3), cycle_length=2, block_length=2)
 >>> ds.to_list()
-[0, 1, 10, 11, 2, 20, 21, 12, 22]
+[0, 1, 10, 11, 2, 12, 20, 21, 22]
+>>> sizes = {0: 1, 10: 3, 20: 2}
+>>> Dataset.from_iterable([0, 10, 20]).interleave(
+...     lambda b: Dataset.range(b, b + sizes[b]), cycle_length=2).to_list()
+[0, 10, 11, 20, 12, 21]
 """
 
 from __future__ import annotations
@@ -71,15 +83,20 @@ class _Slot:
 
 
 class _InterleaveIterator(DatasetIterator):
+    """tf.data's sequential interleave loop: ``cycle_length`` slots, a cursor and a count
+    of items taken from the current slot's block."""
+
     def __init__(self, owner: InterleaveDataset, source: DatasetIterator, ctx: BuildContext) -> None:
         self._owner = owner
         self._source = source
         self._ctx = ctx
-        self._slots: list[_Slot] = []
+        self._cycle = owner._cycle
+        self._block = owner._block
+        self._slots: list[_Slot | None] = [None] * self._cycle
+        self._open_count = 0
         self._cursor = 0
         self._taken = 0
         self._source_done = False
-        self._started = False
 
     def _open(self, element: Any, state: dict | None = None) -> _Slot:
         ds = self._owner._fn(element)
@@ -93,57 +110,52 @@ class _InterleaveIterator(DatasetIterator):
             it = BackgroundIterator(it, buffer_size=self._owner._parallel,
                                     name=f"interleave-read({element!r})")
         if state is not None:
-            it.set_state(state)
+            try:
+                it.set_state(state)
+            except BaseException:
+                it.close()
+                raise
         return _Slot(element, it)
 
-    def _next_element(self) -> tuple[bool, Any]:
-        if self._source_done:
-            return False, None
-        try:
-            return True, next(self._source)
-        except StopIteration:
-            self._source_done = True
-            return False, None
-
-    def _fill(self) -> None:
-        while len(self._slots) < self._owner._cycle:
-            ok, element = self._next_element()
-            if not ok:
-                return
-            self._slots.append(self._open(element))
+    def _advance(self) -> None:
+        self._taken = 0
+        self._cursor = (self._cursor + 1) % self._cycle
 
     def __next__(self) -> Any:
-        if not self._started:
-            self._started = True
-            self._fill()
         slots = self._slots
-        while slots:
+        while not self._source_done or self._open_count:
             slot = slots[self._cursor]
-            try:
-                item = next(slot.it)
-            except StopIteration:
-                slot.it.close()
-                ok, element = self._next_element()
-                self._taken = 0
-                if ok:
-                    slots[self._cursor] = self._open(element)
-                else:
-                    del slots[self._cursor]
-                    if slots:
-                        self._cursor %= len(slots)
-                    else:
-                        self._cursor = 0
+            if slot is not None:
+                try:
+                    item = next(slot.it)
+                except StopIteration:
+                    slot.it.close()
+                    slots[self._cursor] = None
+                    self._open_count -= 1
+                    self._advance()
+                    continue
+                self._taken += 1
+                if self._taken == self._block:
+                    self._advance()
+                return item
+            if self._source_done:
+                self._advance()
                 continue
-            self._taken += 1
-            if self._taken >= self._owner._block:
-                self._taken = 0
-                self._cursor = (self._cursor + 1) % len(slots)
-            return item
+            try:
+                element = next(self._source)
+            except StopIteration:
+                self._source_done = True
+                continue
+            slots[self._cursor] = self._open(element)
+            self._open_count += 1
         raise StopIteration
 
     def get_state(self) -> dict[str, Any]:
-        slots = []
+        slots: list[dict | None] = []
         for s in self._slots:
+            if s is None:
+                slots.append(None)
+                continue
             if not isinstance(s.element, _JSON_SCALARS):
                 raise StateNotSupportedError(
                     f"interleave can only save its position when input items are JSON values "
@@ -153,26 +165,33 @@ class _InterleaveIterator(DatasetIterator):
         return {
             "type": "interleave", "source": self._source.get_state(), "slots": slots,
             "cursor": self._cursor, "taken": self._taken, "source_done": self._source_done,
-            "started": self._started,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        check_state(state, "interleave", ("source", "slots", "cursor", "taken", "source_done",
-                                          "started"))
+        check_state(state, "interleave", ("source", "slots", "cursor", "taken", "source_done"))
+        if not isinstance(state["slots"], list) or len(state["slots"]) != self._cycle:
+            raise StateError(f"interleave state has {len(state['slots'])} slots, this stage "
+                             f"has cycle_length={self._cycle}")
+        cursor = non_negative_int("state['cursor']", state["cursor"])
+        taken = non_negative_int("state['taken']", state["taken"])
+        if cursor >= self._cycle or taken >= self._block:
+            raise StateError(f"interleave state cursor {cursor} / taken {taken} out of range")
         self._close_slots()
         self._source.set_state(state["source"])
         self._source_done = bool(state["source_done"])
-        self._started = bool(state["started"])
-        self._slots = [self._open(s["element"], s["state"]) for s in state["slots"]]
-        self._cursor = non_negative_int("state['cursor']", state["cursor"])
-        self._taken = non_negative_int("state['taken']", state["taken"])
-        if self._slots and self._cursor >= len(self._slots):
-            raise StateError(f"interleave state cursor {self._cursor} out of range")
+        for i, s in enumerate(state["slots"]):
+            if s is not None:
+                self._slots[i] = self._open(s["element"], s["state"])
+                self._open_count += 1
+        self._cursor = cursor
+        self._taken = taken
 
     def _close_slots(self) -> None:
-        slots, self._slots = self._slots, []
+        slots, self._slots = self._slots, [None] * self._cycle
+        self._open_count = 0
         for s in slots:
-            s.it.close()
+            if s is not None:
+                s.it.close()
 
     def close(self) -> None:
         self._close_slots()
