@@ -21,6 +21,9 @@ Hierarchy::
     │   ├── WorkerDiedError                    a worker process died (signal, OOM killer)
     │   └── StageTimeoutError (TimeoutError)   a ``map(timeout=)`` element took too long
     ├── SharedMemoryError (OSError)            /dev/shm is missing or too small
+    ├── RemoteReadError (OSError)              a remote read failed after feedline's retries
+    │   └── IncompleteDownloadError            a short, cut or changed download (never cached)
+    ├── ContextFieldError (AttributeError)     a runner context field read before its item set it
     └── CheckpointError (ValueError)           a checkpoint that is truncated or does not match
 
 Arguments that are wrong at construction time raise plain ``ValueError``/``TypeError``
@@ -53,7 +56,10 @@ __all__ = [
     "WorkerDiedError",
     "StageTimeoutError",
     "SharedMemoryError",
+    "RemoteReadError",
+    "IncompleteDownloadError",
     "CheckpointError",
+    "ContextFieldError",
     "RemoteTraceback",
 ]
 
@@ -194,8 +200,47 @@ class SharedMemoryError(FeedlineError, OSError):
     """Shared memory (``/dev/shm``) is missing or too small for the requested buffers."""
 
 
+class RemoteReadError(FeedlineError, OSError):
+    """A read of a remote object (``s3://...``) that failed after feedline's retries and
+    timeouts: a connection reset or cut body, a read timeout, a throttling reply
+    (``SlowDown``), a server gone. ``path`` is the URL, ``offset`` the byte where the read
+    began. It is not a :class:`DataError`, so ``on_error="skip"`` never hides it.
+
+    >>> err = RemoteReadError("connection reset", path="s3://b/a.rec", offset=4096)
+    >>> str(err), isinstance(err, OSError)
+    ('s3://b/a.rec: at byte 4096: connection reset', True)
+    """
+
+    def __init__(self, message: str, *, path: str | None = None,
+                 offset: int | None = None) -> None:
+        self.message, self.path, self.offset = message, path, offset
+        where = [str(path)] if path is not None else []
+        if offset is not None:
+            where.append(f"at byte {offset}")
+        super().__init__(": ".join([*where, message]))
+
+    def __reduce__(self):
+        return (_rebuild_remote_error, (type(self), self.message, self.path, self.offset))
+
+
+def _rebuild_remote_error(cls, message, path, offset):
+    return cls(message, path=path, offset=offset)
+
+
+class IncompleteDownloadError(RemoteReadError):
+    """A download that came back short, empty, cut, with a ``Content-Range`` other than
+    the one asked for, or from an object that changed meanwhile: it is never renamed into
+    a cache."""
+
+
 class CheckpointError(FeedlineError, ValueError):
     """A checkpoint file that is truncated, corrupt, or made for a different model."""
+
+
+class ContextFieldError(FeedlineError, AttributeError):
+    """A :class:`~feedline.train.RunnerContext` field read before the item that sets it
+    has run; the message names that item. An ``AttributeError``, so ``hasattr`` and
+    ``getattr(context, name, default)`` keep working."""
 
 
 class RemoteTraceback(Exception):
