@@ -21,14 +21,14 @@ The state is the global position (``start + next * W``), so a job can resume wit
 *different* world size: the new ranks continue the same epoch from that position without
 losing or repeating a record (ranks run in lockstep, so rank 0's state stands for all).
 
-**Resuming with a different world size after ``map(workers=N)``** — the exact limits:
+**Resuming with a different world size after ``map(num_workers=N)``** — the exact limits:
 
-* ``shard(...).map(fn, workers=N)`` (process or thread backend) reads the shard *by
+* ``shard(...).map(fn, num_workers=N)`` (process or thread backend) reads the shard *by
   index*: its state counts positions of this rank's part, which mean nothing under
   another world size. Resuming it with a different ``world_size`` raises
   :class:`~feedline.exceptions.StateError` saying so; resume with the saved world size,
   or iterate the shard before the map, e.g. ``shard(...).prefetch(2).map(fn,
-  workers=N)`` (with ``ordered=True``, the default).
+  num_workers=N)`` (with ``ordered=True``, the default).
 * With a stage in between (``prefetch``, ``filter``, ``batch`` ...), the map reads a
   stream whose state is the shard's global position, and an *ordered* map resumes on
   any world size with nothing lost and nothing repeated. An unordered map
@@ -53,7 +53,7 @@ from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError
 
-__all__ = ["ShardDataset", "StreamShardDataset", "shard_dataset", "POLICIES"]
+__all__ = ["ShardDataset", "StreamShardDataset", "shard_dataset", "find_rank_split", "POLICIES"]
 
 POLICIES = ("pad", "drop_remainder", "none")
 
@@ -86,6 +86,28 @@ def shard_dataset(parent: Dataset, rank: int, world_size: int, *, policy: str = 
     return StreamShardDataset(parent, rank, world_size)
 
 
+def find_rank_split(ds: Dataset) -> Dataset | None:
+    """The first stage of ``ds`` (itself, then its inputs, depth first) that splits by
+    rank — a :class:`ShardDataset`, a :class:`StreamShardDataset`, a byte-range
+    :func:`feedline.split` part, a Runner's rank split: any stage whose ``rank_split``
+    is ``(rank, world_size)`` — or ``None``. Consumers that split by rank themselves
+    (``as_torch()``, the Lightning DataModule, the Runner's DataProvider) use it to never
+    split a pipeline twice.
+
+    >>> find_rank_split(Dataset.range(6).shard(1, 2).map(str)).rank_split
+    (1, 2)
+    >>> find_rank_split(Dataset.range(6).map(str)) is None
+    True
+    """
+    stack = [ds]
+    while stack:
+        node = stack.pop()
+        if getattr(node, "rank_split", None) is not None:
+            return node
+        stack.extend(reversed(node._parents))
+    return None
+
+
 def _count(remaining: int, world: int, rank: int, policy: str) -> int:
     if policy == "pad":
         return -(-remaining // world)
@@ -111,6 +133,11 @@ class ShardDataset(RandomAccessDataset):
     @property
     def name(self) -> str:
         return f"shard({self.rank}/{self.world_size})"
+
+    @property
+    def rank_split(self) -> tuple[int, int]:
+        """``(rank, world_size)``: this stage splits by rank (see :func:`find_rank_split`)."""
+        return self.rank, self.world_size
 
     def __len__(self) -> int:
         """Items this rank yields per epoch."""
@@ -183,6 +210,11 @@ class StreamShardDataset(Dataset):
     @property
     def name(self) -> str:
         return f"shard({self.rank}/{self.world_size})"
+
+    @property
+    def rank_split(self) -> tuple[int, int]:
+        """``(rank, world_size)``: this stage splits by rank (see :func:`find_rank_split`)."""
+        return self.rank, self.world_size
 
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
         return _StreamShardIterator(self._parents[0]._build(ctx), self.rank, self.world_size)

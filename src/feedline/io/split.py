@@ -16,6 +16,16 @@ ranks and workers.
   range cut into equal parts, each starting at the next record boundary (see
   :mod:`feedline.io.input_split`); counts per part may differ. Paths may be fsspec
   URLs (``storage_options``); each part then reads its byte range with ranged GETs.
+  The result is a :class:`ByteRangeSplit`: a consumer that splits across DataLoader
+  workers (``as_torch()``) divides it into byte ranges again, part ``r * W + w`` of
+  ``world_size * W`` (MXNet's rule), instead of reading every ``W``-th record.
+
+Every result is marked as split by rank (its ``rank_split``; see
+:func:`feedline.dataset.shard.find_rank_split`): ``as_torch()``, the Lightning
+DataModule and the Runner's DataProvider then split it only across DataLoader
+workers, never by rank a second time. Parts of a stream (byte ranges, every ``n``-th
+item) may differ in length: those consumers join the ranks at every step (see
+:mod:`feedline.pytorch.rank_join`).
 
 ``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialised,
 else to the ``RANK`` and ``WORLD_SIZE`` environment variables, else to 0 and 1.
@@ -34,9 +44,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from feedline._internal.validate import non_negative_int, one_of, positive_int
-from feedline.dataset.base import Dataset
+from feedline.dataset.base import BuildContext, Dataset
+from feedline.dataset.iterator import DatasetIterator
 
-__all__ = ["split", "resolve_rank_world"]
+__all__ = ["split", "resolve_rank_world", "ByteRangeSplit"]
 
 
 def _env_int(name: str) -> int | None:
@@ -107,13 +118,10 @@ def split(
 
     paths = expand(source, storage_options=storage_options)
     if mode == "bytes":
-        from feedline.io.input_split import InputSplit
-
         if format == "auto":
             format = "text" if all(p.endswith((".txt", ".csv")) for p in paths) else "recordio"
-        part_split = InputSplit(paths, part, parts, format=format,
-                                storage_options=storage_options)
-        return Dataset.from_source(part_split.iterator, name=f"input_split({part}/{parts})")
+        return ByteRangeSplit(paths, rank, world_size, worker=worker, num_workers=num_workers,
+                              format=format, storage_options=storage_options)
     if format == "tar" or (format == "auto" and all(p.endswith(".tar") for p in paths)):
         from feedline.formats.webdataset.index import IndexedTarShards
 
@@ -122,3 +130,59 @@ def split(
     from feedline.io.records import indexed_records
 
     return indexed_records(paths, format=format).shard(part, parts, policy=policy)
+
+
+class ByteRangeSplit(Dataset):
+    """Rank ``rank``'s (and worker ``worker``'s) byte range of record files: the records of
+    :class:`~feedline.io.input_split.InputSplit` part ``rank * num_workers + worker`` of
+    ``world_size * num_workers``, a stream with the InputSplit's state.
+
+    >>> import os, tempfile
+    >>> from feedline import recordio
+    >>> path = os.path.join(tempfile.mkdtemp(), "d.rec")
+    >>> with recordio.RecordIOWriter(path) as w:
+    ...     _ = [w.write(bytes([i]) * 50) for i in range(10)]
+    >>> part = ByteRangeSplit([path], 1, 2)
+    >>> part.name, part.rank_split, [r[0] for r in part.to_list()]
+    ('input_split(1/2)', (1, 2), [5, 6, 7, 8, 9])
+    >>> [[r[0] for r in part.for_worker(w, 2).to_list()] for w in range(2)]
+    [[6, 7], [8, 9]]
+    """
+
+    def __init__(self, paths: list[str], rank: int, world_size: int, *, worker: int = 0,
+                 num_workers: int = 1, format: str = "recordio",
+                 storage_options: dict | None = None) -> None:
+        from feedline.io.input_split import InputSplit
+
+        super().__init__()
+        self.paths = list(paths)
+        self.rank, self.world_size = rank, world_size
+        self.worker, self.num_workers = worker, num_workers
+        self.format, self.storage_options = format, storage_options
+        self.input_split = InputSplit(self.paths, rank * num_workers + worker,
+                                      world_size * num_workers, format=format,
+                                      storage_options=storage_options)
+
+    @property
+    def name(self) -> str:
+        s = self.input_split
+        return f"input_split({s.part_index}/{s.num_parts})"
+
+    @property
+    def rank_split(self) -> tuple[int, int]:
+        """``(rank, world_size)``: this source splits by rank."""
+        return self.rank, self.world_size
+
+    def for_worker(self, worker: int, num_workers: int) -> ByteRangeSplit:
+        """The same rank's part divided among ``num_workers`` workers: worker ``worker``'s
+        byte range (see the class docstring)."""
+        if self.num_workers != 1:
+            raise ValueError(
+                f"{self.name} is already divided among {self.num_workers} workers"
+            )
+        return ByteRangeSplit(self.paths, self.rank, self.world_size, worker=worker,
+                              num_workers=num_workers, format=self.format,
+                              storage_options=self.storage_options)
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
+        return self.input_split.iterator()

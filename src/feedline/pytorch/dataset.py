@@ -35,7 +35,7 @@ possible without changing what it means: above the topmost stage that is not one
 ``P``-th record (index mode for a random-access stage: it reads only its own records,
 so a ``global_shuffle`` below the split is one permutation for all parts); the stages
 above run per part, so each part decodes only its own records. Stages such as ``take``,
-``skip``, ``zip``, ``concat``, ``repeat`` or ``map(workers=N)`` stay below the split
+``skip``, ``zip``, ``concat``, ``repeat`` or ``map(num_workers=N)`` stay below the split
 (their meaning depends on seeing every item). Batches are then made per part: each
 record is in exactly one batch, and each part may end with a short batch; a buffer
 ``shuffle`` above the split gets a seed of its own per part (derived from its seed and
@@ -44,10 +44,26 @@ TFRecord reader right below the split is told which records its part drops
 (``TFRecordReader.hint_stride``) and hands those over without copying them or checking
 their data CRC: the part that keeps a record checks it.
 
+When the source is random access but has fewer items than there are parts (a file
+list of one file read by a ``flat_map``, split over 2 ranks x 2 workers), the split goes
+just above the lowest ``flat_map`` instead: each part keeps every ``P``-th of its
+records, so no part is left without data.
+
+**A pipeline already split by rank** — it contains a :func:`feedline.split` part, a
+``shard``, a Runner's rank split (:func:`feedline.dataset.shard.find_rank_split`) — is
+never split by rank again: it becomes a :class:`TorchIterableDataset` (also when random
+access, so no ``DistributedSampler`` can divide it a second time) that splits it only
+across DataLoader workers: a byte-range part of :func:`feedline.split` into byte ranges
+again (part ``r * W + w`` of ``R * W``), anything else as above with ``W`` parts. In a
+job of ``R > 1`` ranks, a split into another number of parts is refused with a
+``ValueError`` that says what to remove.
+
 Under DDP every rank must run the same number of steps. Parts of a stream can differ
-by a record (and so by a batch); give such a pipeline a length that splits evenly, drop
-short batches (``DataLoader(drop_last=True)``), or use a random-access pipeline with a
-``DistributedSampler``.
+(by a record, or by much more for byte ranges and files of different sizes): wrap the
+DataLoader in :func:`feedline.pytorch.rank_join.join` (``for batch in join(loader): ...``), which
+makes the ranks agree at every step and end the epoch together (``policy="pad"`` or
+``"drop_remainder"``, counted in its ``stats()``); the Lightning DataModule does this
+itself. A random-access pipeline with a ``DistributedSampler`` has equal counts.
 
 >>> import torch
 >>> from feedline import Dataset
@@ -113,6 +129,7 @@ def split_pipeline(ds: Dataset, part: int, parts: int) -> Dataset:
     >>> [split_pipeline(ds, p, 2).to_list() for p in range(2)]
     [[[0, 2], [4]], [[1, 3], [5]]]
     """
+    from feedline.dataset.flat_map import FlatMapDataset
     from feedline.dataset.shard import shard_dataset
 
     if parts == 1:
@@ -123,7 +140,17 @@ def split_pipeline(ds: Dataset, part: int, parts: int) -> Dataset:
     while isinstance(node, ok) and len(node._parents) == 1:
         chain.append(node)
         node = node._parents[0]
-    new = shard_dataset(node, part, parts, policy="none")
+    if isinstance(node, RandomAccessDataset) and len(node) < parts:
+        # fewer source items (files) than parts: split the records of the lowest flat_map
+        lowest = max((i for i, stage in enumerate(chain) if isinstance(stage, FlatMapDataset)),
+                     default=None)
+        if lowest is not None:
+            node, chain = chain[lowest], chain[:lowest]
+    return _restack(chain, shard_dataset(node, part, parts, policy="none"), part)
+
+
+def _restack(chain: list[Dataset], new: Dataset, part: int) -> Dataset:
+    """The stages of ``chain`` (top first) cloned on top of ``new``, the part's source."""
     from feedline.dataset.shuffle import ShuffleDataset
 
     for stage in reversed(chain):
@@ -135,6 +162,33 @@ def split_pipeline(ds: Dataset, part: int, parts: int) -> Dataset:
                 2, np.uint64)[0])
         new = clone
     return new
+
+
+def split_workers(ds: Dataset, worker: int, workers: int) -> Dataset:
+    """Worker ``worker``'s part of ``workers`` of a pipeline already split by rank (see
+    *A pipeline already split by rank* in the module docstring).
+
+    >>> from feedline import Dataset
+    >>> ds = Dataset.range(8).shard(1, 2).map(int)           # rank 1's part: 1, 3, 5, 7
+    >>> [split_workers(ds, w, 2).to_list() for w in range(2)]
+    [[1, 5], [3, 7]]
+    """
+    from feedline.dataset.shard import find_rank_split
+    from feedline.io.split import ByteRangeSplit
+
+    if workers == 1:
+        return ds
+    found = find_rank_split(ds)
+    if isinstance(found, ByteRangeSplit) and found.num_workers == 1:
+        ok = _splittable_types()
+        chain: list[Dataset] = []
+        node = ds
+        while node is not found and isinstance(node, ok) and len(node._parents) == 1:
+            chain.append(node)
+            node = node._parents[0]
+        if node is found:
+            return _restack(chain, found.for_worker(worker, workers), worker)
+    return split_pipeline(ds, worker, workers)
 
 
 def _import_worker_modules() -> None:
@@ -236,10 +290,15 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
             from feedline.io.split import resolve_rank_world
 
             rank, world_size = resolve_rank_world(rank, world_size)
+        from feedline.dataset.shard import find_rank_split
+
         self.dataset = dataset
         self.convert = bool(convert)
         self.pin_memory = bool(pin_memory)
         self.rank, self.world_size = rank, world_size
+        found = find_rank_split(dataset)
+        #: the pipeline's own split by rank ``(rank, world_size)``, if it has one
+        self.rank_split: tuple[int, int] | None = None if found is None else found.rank_split
         _import_worker_modules()
         self._epochs = _EpochCounter()
         self._iters = 0  # iterations started by this copy (a persistent worker's count)
@@ -268,6 +327,15 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
 
         rank, world = resolve_rank_world(self.rank, self.world_size)
         info = torch.utils.data.get_worker_info()
+        if self.rank_split is not None:  # split by rank already: split across workers only
+            if world > 1 and self.rank_split[1] != world:
+                raise ValueError(
+                    f"the pipeline is already split into {self.rank_split[1]} parts by rank "
+                    f"(rank {self.rank_split[0]}), but this job has {world} ranks: remove "
+                    "that split/shard (as_torch() splits by rank itself) or split by the "
+                    "job's world size"
+                )
+            rank, world = 0, 1
         if info is None:
             return rank, world
         return rank * info.num_workers + info.id, world * info.num_workers
@@ -305,8 +373,11 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         self._iters += 1
         epoch = self._epochs.claim(key, epoch)
         convert = _converter(self.convert, self.pin_memory and not in_worker)
-        it = _TorchIterator(split_pipeline(self.dataset, part, parts), epoch, part, parts,
-                            pipeline_state, convert)
+        if self.rank_split is not None:
+            pipeline = split_workers(self.dataset, part, parts)
+        else:
+            pipeline = split_pipeline(self.dataset, part, parts)
+        it = _TorchIterator(pipeline, epoch, part, parts, pipeline_state, convert)
         if self._live is not None and self._live is not it:
             self._live.close()
         self._live = it
@@ -457,15 +528,20 @@ class _TorchIterator:
 def as_torch(dataset: Dataset, *, convert: bool = True, pin_memory: bool = False,
              rank: int | None = None, world_size: int | None = None
              ) -> TorchMapDataset | TorchIterableDataset:
-    """``dataset`` as a ``torch.utils.data`` dataset: map-style when it is random access,
-    else iterable; see the module docstring. ``rank``/``world_size`` only apply to the
-    iterable form (a map-style dataset is split by the DataLoader's sampler).
+    """``dataset`` as a ``torch.utils.data`` dataset: map-style when it is random access
+    (and not already split by rank), else iterable; see the module docstring.
+    ``rank``/``world_size`` only apply to the iterable form (a map-style dataset is split
+    by the DataLoader's sampler).
 
     >>> from feedline import Dataset
     >>> type(as_torch(Dataset.range(3))).__name__, type(as_torch(Dataset.range(3).batch(2))).__name__
     ('TorchMapDataset', 'TorchIterableDataset')
+    >>> type(as_torch(Dataset.range(3).shard(0, 2))).__name__     # split by rank already
+    'TorchIterableDataset'
     """
-    if isinstance(dataset, RandomAccessDataset):
+    from feedline.dataset.shard import find_rank_split
+
+    if isinstance(dataset, RandomAccessDataset) and find_rank_split(dataset) is None:
         if rank is not None or world_size is not None:
             raise ValueError(
                 "`rank`/`world_size` apply to stream pipelines; split a random-access "

@@ -1,0 +1,233 @@
+"""Ranks that end an epoch together: one small all-reduce per step.
+
+A split of a *stream* (a byte-range :class:`~feedline.io.input_split.InputSplit`, files
+dealt to ranks, a stream ``shard``) gives the ranks parts of different lengths: one rank
+runs out of batches while the others still have some, and under
+``DistributedDataParallel`` it leaves the others waiting in their gradient all-reduce
+(a hang, or "Connection closed by peer"). A :class:`RankJoin` makes the ranks agree at
+every step whether they all still have a batch — each rank adds ``1`` if it has one to a
+two-number ``all_reduce`` (the second number counts ranks that have nothing to repeat)
+— and end the epoch together, by ``policy``:
+
+* ``"pad"`` (default): while any rank has a batch every rank makes a step; a rank whose
+  part has ended repeats its last batch, flagged as padding (``padding`` is true for that
+  step). Every record is delivered once per epoch, plus the counted repeats. A rank whose
+  part is empty has nothing to repeat: every rank raises the same ``RuntimeError``.
+* ``"drop_remainder"``: the epoch ends for every rank at the first step at which some
+  rank has no batch; the batches the other ranks still had are read and dropped (so the
+  counts are exact and the next epoch starts from the beginning).
+
+Every rank makes the same number of steps. Per epoch, :meth:`RankJoin.stats` counts
+``steps``, ``batches`` (this rank's own), ``padded_batches``/``padded_samples`` and
+``dropped_batches``/``dropped_samples``. Samples are counted with ``samples(batch)``
+(default :func:`count_samples`: the first dimension of the first tensor or array).
+
+Without an initialised ``torch.distributed`` group of more than one process (or with a
+``group`` of one) nothing is exchanged: the batches pass through unchanged.
+
+Use :func:`join` around a ``DataLoader`` (its iterator runs in the main process, where
+the process group lives, also with ``num_workers > 0``); the
+:class:`~feedline.pytorch.lightning.FeedlineDataModule` and the Runner's
+:class:`~feedline.train.items.DataProvider` join their stream pipelines themselves.
+
+>>> loader = join([[1, 2], [3]])       # one process: unchanged
+>>> [b for b in loader], loader.stats()["steps"]
+([[1, 2], [3]], 2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from feedline._internal.optional import require
+from feedline._internal.validate import callable_arg, one_of
+
+__all__ = ["POLICIES", "RankJoin", "Joined", "join", "count_samples", "END"]
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = require("torch", extra="torch")
+
+POLICIES = ("pad", "drop_remainder")
+
+#: what :meth:`RankJoin.step` is given when this rank's part has ended
+END: Any = type("End", (), {"__repr__": lambda self: "<end>"})()
+
+
+def count_samples(batch: Any) -> int:
+    """Samples in ``batch``: the first dimension of a tensor or array (1 for a scalar),
+    of the first value of a dict, list or tuple; 1 for anything else.
+
+    >>> import numpy as np
+    >>> count_samples({"x": np.zeros((3, 2)), "y": np.zeros(3)}), count_samples(7)
+    (3, 1)
+    """
+    while True:
+        if isinstance(batch, (torch.Tensor, np.ndarray)):
+            return int(batch.shape[0]) if batch.ndim else 1
+        if isinstance(batch, Mapping) and batch:
+            batch = next(iter(batch.values()))
+        elif isinstance(batch, (list, tuple)) and batch:
+            batch = batch[0]
+        else:
+            return 1
+
+
+def _world(group: Any) -> int:
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1
+    return dist.get_world_size(group)
+
+
+class RankJoin:
+    """The per-step agreement of the ranks of ``group`` (default: the whole job); see the
+    module docstring. Call :meth:`begin` at the start of every epoch and :meth:`step`
+    once per step with this rank's next batch, or :data:`END` when its part has ended.
+
+    >>> j = RankJoin("pad")
+    >>> j.begin(); j.step([1, 2]), j.step(END), j.stats()["batches"]
+    (([1, 2], False), None, 1)
+    """
+
+    def __init__(self, policy: str = "pad", *, samples: Callable[[Any], int] = count_samples,
+                 group: Any = None) -> None:
+        self.policy = one_of("policy", policy, POLICIES)
+        self.samples = callable_arg("samples", samples)
+        self.group = group
+        self.rank = 0
+        self.begin()
+
+    def begin(self) -> None:
+        """Start an epoch: forget the last batch, zero the counters."""
+        self._last: Any = END
+        self._ended = False
+        self._counts = dict.fromkeys(("steps", "batches", "padded_batches", "padded_samples",
+                                      "dropped_batches", "dropped_samples"), 0)
+
+    @property
+    def world_size(self) -> int:
+        """Ranks that take part (1 without a process group)."""
+        return _world(self.group)
+
+    def _agree(self, have: bool, stuck: bool) -> tuple[int, int]:
+        dist = torch.distributed
+        device = None
+        if dist.get_backend(self.group) == "nccl":
+            device = torch.device("cuda", torch.cuda.current_device())
+        t = torch.tensor([int(have), int(stuck)], dtype=torch.int64, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=self.group)
+        return int(t[0]), int(t[1])
+
+    def step(self, item: Any, rest: Callable[[], Iterable[Any]] | None = None
+             ) -> tuple[Any, bool] | None:
+        """``(batch, padding)`` for this step, or ``None`` when the epoch has ended on every
+        rank. ``item``: this rank's next batch or :data:`END`; ``rest()``: the batches
+        after it, read and counted as dropped when ``"drop_remainder"`` ends the epoch
+        early (not called otherwise)."""
+        c = self._counts
+        if self._ended:
+            return None
+        have = item is not END
+        world = self.world_size
+        if world == 1:
+            n, stuck = int(have), 0
+        else:
+            n, stuck = self._agree(have, not have and self._last is END)
+        if n == 0:
+            self._ended = True
+            return None
+        if n < world and self.policy == "drop_remainder":
+            self._ended = True
+            if have:
+                dropped = [item, *(rest() if rest is not None else ())]
+                c["dropped_batches"] += len(dropped)
+                c["dropped_samples"] += sum(self.samples(b) for b in dropped)
+            return None
+        if stuck:
+            self._ended = True
+            raise RuntimeError(
+                f"{stuck} rank(s) have an empty part of the data and no batch to repeat under "
+                "policy='pad': give every rank data (fewer ranks, more files or records), or "
+                "use policy='drop_remainder'"
+            )
+        c["steps"] += 1
+        if have:
+            self._last = item
+            c["batches"] += 1
+            return item, False
+        c["padded_batches"] += 1
+        c["padded_samples"] += self.samples(self._last)
+        return self._last, True
+
+    def stats(self) -> dict[str, Any]:
+        """This epoch's counts (see the module docstring) and the policy.
+
+        >>> RankJoin("drop_remainder").stats()["policy"]
+        'drop_remainder'
+        """
+        return {"policy": self.policy, **self._counts}
+
+
+class Joined:
+    """``iterable`` with its ranks joined (see the module docstring); every ``iter()`` is
+    an epoch. ``padding``: whether the batch last yielded repeats an earlier one;
+    ``flag_key``: also set ``batch[flag_key]`` (a bool tensor) in dict batches, on a copy.
+
+    >>> joined = Joined([{"x": 1}], flag_key="padding")
+    >>> [b for b in joined], joined.padding
+    ([{'x': 1, 'padding': tensor(False)}], False)
+    """
+
+    def __init__(self, iterable: Iterable[Any], *, policy: str = "pad",
+                 samples: Callable[[Any], int] = count_samples, group: Any = None,
+                 flag_key: str | None = None) -> None:
+        self.iterable = iterable
+        self.rank_join = RankJoin(policy, samples=samples, group=group)
+        self.flag_key = flag_key
+        self.padding = False
+
+    def __iter__(self) -> Iterator[Any]:
+        join = self.rank_join
+        join.begin()
+        it = iter(self.iterable)
+        try:
+            while True:
+                item = next(it, END)
+                got = join.step(item, lambda: it)
+                if got is None:
+                    return
+                batch, self.padding = got
+                if self.flag_key is not None and isinstance(batch, dict):
+                    batch = {**batch, self.flag_key: torch.tensor(self.padding)}
+                yield batch
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+
+    def stats(self) -> dict[str, Any]:
+        """The counts of the epoch last iterated (:meth:`RankJoin.stats`)."""
+        return self.rank_join.stats()
+
+    def __getattr__(self, name: str) -> Any:  # the loader's own attributes (batch_size, ...)
+        if name == "iterable":
+            raise AttributeError(name)
+        return getattr(self.iterable, name)
+
+
+def join(iterable: Iterable[Any], *, policy: str = "pad",
+         samples: Callable[[Any], int] = count_samples, group: Any = None,
+         flag_key: str | None = None) -> Joined:
+    """``iterable`` (a ``DataLoader``) with the ranks of the job joined at every step; see
+    the module docstring and :class:`Joined`.
+
+    >>> loader = join([[1, 2], [3]], policy="drop_remainder")
+    >>> list(loader)
+    [[1, 2], [3]]
+    """
+    return Joined(iterable, policy=policy, samples=samples, group=group, flag_key=flag_key)
