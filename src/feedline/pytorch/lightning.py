@@ -9,6 +9,14 @@ middle of an epoch continues with exactly the batches the uninterrupted fit woul
 seen next — on one process and under ``strategy="ddp"`` (each rank reads its own part:
 see :mod:`feedline.pytorch.dataset`).
 
+Under ``strategy="ddp"`` the ranks' parts of a *stream* pipeline may differ in length
+(byte ranges, files): the loaders made here then join the ranks at every step
+(:mod:`feedline.pytorch.rank_join`, ``join="pad"`` by default, or ``"drop_remainder"``;
+``None`` turns it off), so every rank runs the same number of steps and the epoch ends
+on all of them together; ``loader.rank_join.stats()`` counts what was padded or
+dropped in the epoch last run, and ``flag_key`` adds a padding flag to dict batches.
+A pipeline already split by rank is split only across DataLoader workers.
+
 Lightning's training loop fetches one batch ahead (to know which batch is the last), so
 when it saves a checkpoint after batch ``k`` the loader has already produced batch
 ``k + 1``. The loader made here reports the state from before that prefetched batch
@@ -26,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from feedline._internal.optional import require
-from feedline._internal.validate import non_negative_int, optional_positive_int
+from feedline._internal.validate import non_negative_int, one_of, optional_positive_int
 from feedline.dataset.base import Dataset
 from feedline.exceptions import StateError
 
@@ -54,14 +62,31 @@ class PrefetchAwareLoader(StatefulDataLoader):  # type: ignore[misc,valid-type] 
     [1, 2, 3]
     """
 
-    def __init__(self, *args: Any, prefetched: int = 1, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, prefetched: int = 1, join: str | None = "pad",
+                 flag_key: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.prefetched = non_negative_int("prefetched", prefetched)
         self._recent: list[dict] = []
+        #: the per-step agreement of the ranks (a stream pipeline under DDP), else None
+        self.rank_join = None
+        self.flag_key = flag_key
+        if join is not None:
+            import torch
+
+            from feedline.pytorch.rank_join import RankJoin
+
+            rank_join = RankJoin(join)
+            if isinstance(self.dataset, torch.utils.data.IterableDataset):
+                self.rank_join = rank_join
 
     def __iter__(self) -> Any:
         self._recent = []
-        return _RecordingIterator(self, super().__iter__())
+        it = _RecordingIterator(self, super().__iter__())
+        if self.rank_join is None or _world_size() == 1:
+            return it
+        from feedline.pytorch.rank_join import joined
+
+        return joined(self.rank_join, it, self.flag_key)
 
     def _own_state(self) -> dict[str, Any]:
         if self.prefetched and len(self._recent) >= self.prefetched:
@@ -132,11 +157,13 @@ class _RecordingIterator:
 
 
 def stateful_loader(pipeline: Dataset, *, batch_size: int | None = None, num_workers: int = 0,
-                    prefetched: int = 1, **loader_options: Any) -> PrefetchAwareLoader:
+                    prefetched: int = 1, join: str | None = "pad", flag_key: str | None = None,
+                    **loader_options: Any) -> PrefetchAwareLoader:
     """A :class:`PrefetchAwareLoader` over ``pipeline.as_torch()``: ``batch_size=None``
-    hands the pipeline's own items (already batched) over as they are; other
-    ``loader_options`` go to the DataLoader (``shuffle`` only for a random-access
-    pipeline).
+    hands the pipeline's own items (already batched) over as they are; ``join`` and
+    ``flag_key``: how the ranks of a DDP job end the epoch of a stream pipeline together
+    (see the module docstring); other ``loader_options`` go to the DataLoader
+    (``shuffle`` only for a random-access pipeline).
 
     >>> from feedline import Dataset
     >>> [b.tolist() for b in stateful_loader(Dataset.range(5).filter(bool), batch_size=2)]
@@ -147,15 +174,18 @@ def stateful_loader(pipeline: Dataset, *, batch_size: int | None = None, num_wor
     optional_positive_int("batch_size", batch_size)
     non_negative_int("num_workers", num_workers)
     return PrefetchAwareLoader(pipeline.as_torch(), batch_size=batch_size,
-                               num_workers=num_workers, prefetched=prefetched, **loader_options)
+                               num_workers=num_workers, prefetched=prefetched, join=join,
+                               flag_key=flag_key, **loader_options)
 
 
 class FeedlineDataModule(L.LightningDataModule):  # type: ignore[name-defined]  # base from require()
     """A ``LightningDataModule`` over feedline pipelines (see the module docstring).
 
     ``train``/``val``/``test``/``predict``: the pipelines (``None``: no such loader);
-    ``batch_size``, ``num_workers`` and ``loader_options`` apply to every loader, see
-    :func:`stateful_loader`. Only the training loader fetches ahead (``prefetched=1``).
+    ``batch_size``, ``num_workers``, ``join``, ``flag_key`` and ``loader_options`` apply
+    to every loader, see :func:`stateful_loader`. Only the training loader fetches ahead
+    (``prefetched=1``). ``loaders[stage]``: the loader last made for a stage (its
+    ``rank_join.stats()`` counts the padded or dropped samples).
 
     >>> from feedline import Dataset
     >>> dm = FeedlineDataModule(train=Dataset.range(4).filter(bool), batch_size=3)
@@ -166,6 +196,7 @@ class FeedlineDataModule(L.LightningDataModule):  # type: ignore[name-defined]  
     def __init__(self, train: Dataset | None = None, val: Dataset | None = None,
                  test: Dataset | None = None, predict: Dataset | None = None, *,
                  batch_size: int | None = None, num_workers: int = 0,
+                 join: str | None = "pad", flag_key: str | None = None,
                  **loader_options: Any) -> None:
         super().__init__()
         for name, value in (("train", train), ("val", val), ("test", test),
@@ -177,15 +208,23 @@ class FeedlineDataModule(L.LightningDataModule):  # type: ignore[name-defined]  
         self.pipelines = {"train": train, "val": val, "test": test, "predict": predict}
         self.batch_size = optional_positive_int("batch_size", batch_size)
         self.num_workers = non_negative_int("num_workers", num_workers)
+        if join is not None:
+            from feedline.pytorch.rank_join import POLICIES
+
+            one_of("join", join, POLICIES)
+        self.join, self.flag_key = join, flag_key
         self.loader_options = loader_options
+        self.loaders: dict[str, PrefetchAwareLoader] = {}
 
     def _loader(self, stage: str, prefetched: int) -> PrefetchAwareLoader:
         pipeline = self.pipelines[stage]
         if pipeline is None:
             raise ValueError(f"no `{stage}` pipeline was given to FeedlineDataModule")
-        return stateful_loader(pipeline, batch_size=self.batch_size,
-                               num_workers=self.num_workers, prefetched=prefetched,
-                               **self.loader_options)
+        loader = self.loaders[stage] = stateful_loader(
+            pipeline, batch_size=self.batch_size, num_workers=self.num_workers,
+            prefetched=prefetched, join=self.join, flag_key=self.flag_key,
+            **self.loader_options)
+        return loader
 
     def train_dataloader(self) -> PrefetchAwareLoader:
         """The training loader (state reported without the batch Lightning prefetched)."""

@@ -45,7 +45,7 @@ import numpy as np
 from feedline._internal.optional import require
 from feedline._internal.validate import callable_arg, one_of
 
-__all__ = ["POLICIES", "RankJoin", "Joined", "join", "count_samples", "END"]
+__all__ = ["POLICIES", "RankJoin", "Joined", "join", "joined", "count_samples", "END"]
 
 if TYPE_CHECKING:
     import torch
@@ -104,6 +104,7 @@ class RankJoin:
 
     def begin(self) -> None:
         """Start an epoch: forget the last batch, zero the counters."""
+        self.padding = False  # whether the last step repeated an earlier batch
         self._last: Any = END
         self._ended = False
         self._counts = dict.fromkeys(("steps", "batches", "padded_batches", "padded_samples",
@@ -156,6 +157,7 @@ class RankJoin:
                 "use policy='drop_remainder'"
             )
         c["steps"] += 1
+        self.padding = not have
         if have:
             self._last = item
             c["batches"] += 1
@@ -189,26 +191,14 @@ class Joined:
         self.iterable = iterable
         self.rank_join = RankJoin(policy, samples=samples, group=group)
         self.flag_key = flag_key
-        self.padding = False
+
+    @property
+    def padding(self) -> bool:
+        """Whether the batch last yielded repeats an earlier one."""
+        return self.rank_join.padding
 
     def __iter__(self) -> Iterator[Any]:
-        join = self.rank_join
-        join.begin()
-        it = iter(self.iterable)
-        try:
-            while True:
-                item = next(it, END)
-                got = join.step(item, lambda: it)
-                if got is None:
-                    return
-                batch, self.padding = got
-                if self.flag_key is not None and isinstance(batch, dict):
-                    batch = {**batch, self.flag_key: torch.tensor(self.padding)}
-                yield batch
-        finally:
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
+        return joined(self.rank_join, iter(self.iterable), self.flag_key)
 
     def stats(self) -> dict[str, Any]:
         """The counts of the epoch last iterated (:meth:`RankJoin.stats`)."""
@@ -218,6 +208,29 @@ class Joined:
         if name == "iterable":
             raise AttributeError(name)
         return getattr(self.iterable, name)
+
+
+def joined(rank_join: RankJoin, it: Iterator[Any], flag_key: str | None = None
+           ) -> Iterator[Any]:
+    """One epoch of ``it`` with the ranks joined by ``rank_join`` (see :class:`Joined`).
+
+    >>> list(joined(RankJoin(), iter("ab")))
+    ['a', 'b']
+    """
+    rank_join.begin()
+    try:
+        while True:
+            got = rank_join.step(next(it, END), lambda: it)
+            if got is None:
+                return
+            batch, padding = got
+            if flag_key is not None and isinstance(batch, dict):
+                batch = {**batch, flag_key: torch.tensor(padding)}
+            yield batch
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
 
 
 def join(iterable: Iterable[Any], *, policy: str = "pad",
