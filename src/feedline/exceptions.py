@@ -19,6 +19,7 @@ Hierarchy::
     ├── PipelineError (RuntimeError)           the runtime failed
     │   ├── WorkerError                        a worker process or thread raised
     │   ├── WorkerDiedError                    a worker process died (signal, OOM killer)
+    │   ├── ClusterUnavailableError (ConnectionError)  the Ray cluster is gone
     │   └── StageTimeoutError (TimeoutError)   a ``map(timeout=)`` element took too long
     ├── SharedMemoryError (OSError)            /dev/shm is missing or too small
     ├── RemoteReadError (OSError)              a remote read failed after feedline's retries
@@ -54,6 +55,7 @@ __all__ = [
     "PipelineError",
     "WorkerError",
     "WorkerDiedError",
+    "ClusterUnavailableError",
     "StageTimeoutError",
     "SharedMemoryError",
     "RemoteReadError",
@@ -171,6 +173,11 @@ class WorkerError(PipelineError):
 
 class WorkerDiedError(PipelineError):
     """A worker process ended without reporting (killed by a signal, the OOM killer)."""
+
+
+class ClusterUnavailableError(PipelineError, ConnectionError):
+    """The Ray cluster a ``backend="ray"`` stage runs on is gone or unreachable; the
+    message names the stage and the items it was waiting for."""
 
 
 class StageTimeoutError(PipelineError, TimeoutError):

@@ -38,7 +38,11 @@ pass, by setting ``context.stop_training = True``; :meth:`Runner.run` checks it 
 every pass.
 
 Every item sees the same :class:`RunnerContext` (also set as ``item.context`` before
-``initialize`` runs).
+``initialize`` runs): a dataclass whose fields are declared and typed, and whose table
+says which standard item sets each field in which hook, before or after its
+``next_callback()`` — the item order a chain must respect. Reading a field no item has
+set yet raises :class:`~feedline.exceptions.ContextFieldError` naming the item that
+sets it.
 
 >>> class Numbers(RunnerItem):
 ...     def __init__(self, n):
@@ -71,11 +75,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from types import SimpleNamespace
-from typing import Any, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from feedline._internal.validate import non_negative_int
-from feedline.exceptions import CheckpointError
+from feedline.exceptions import CheckpointError, ContextFieldError
+
+if TYPE_CHECKING:
+    import torch
+
+    from feedline.train.events import TestResult
+    from feedline.train.items.updater import LocalUpdater
+    from feedline.train.network import Network
 
 __all__ = ["Runner", "RunnerItem", "RunnerContext"]
 
@@ -84,55 +95,179 @@ _ItemT = TypeVar("_ItemT")
 _HOOKS = ("on_pass_begin", "on_pass_end", "on_batch_begin", "on_batch_end", "finalize")
 
 
-class RunnerContext(SimpleNamespace):
-    """The state shared by the items of one runner: a plain namespace.
+def _field(set_by: str, when: str, doc: str, **kwargs: Any) -> Any:
+    """A declared context field: who sets it, in which hook (before or after
+    ``next_callback()``), and what it means."""
+    return field(metadata={"set_by": set_by, "when": when, "doc": doc}, **kwargs)
 
-    Items read and write attributes. The standard items use these fields (an attribute
-    is absent until the item that sets it has run):
 
-    ====================  =========================  ===============================================================================
-    field                 set by                     meaning
-    ====================  =========================  ===============================================================================
-    ``runner``            :class:`Runner`            the runner that owns this context
-    ``parent``            :class:`Runner`            the parent runner's context (a tester's runner inside a trainer), else ``None``
-    ``stop_training``     :class:`Runner`, any item  ``True`` ends :meth:`Runner.run` after the current pass (early stopping)
-    ``network``           ``CreateModel``            the :class:`~feedline.train.Network`
-    ``device``            ``CreateModel``            the ``torch.device`` the model is on
-    ``module``            ``CreateModel``            the bare ``torch.nn.Module``
-    ``model``             ``CreateModel``            what forward calls: ``module``, or its ``DistributedDataParallel`` wrapper
-    ``rank``              ``CreateModel``            this process's rank (0 when local)
-    ``world_size``        ``CreateModel``            number of processes (1 when local)
-    ``updater``           ``LocalUpdater``           the updater (optimizer, model average)
-    ``optimizer``         ``LocalUpdater``           the ``torch.optim.Optimizer``
-    ``pass_id``           ``Counter``                0-based index of the current pass
-    ``batch_id``          ``Counter``                0-based index of the batch in the pass
-    ``global_step``       ``Counter``                batches finished over all passes
-    ``samples_seen``      ``Counter``                samples of those batches (this rank)
-    ``batch``             ``DataProvider``           the current batch as read (samples)
-    ``inputs``            ``DataProvider``           ``{input name: tensor}`` of the batch
-    ``batch_size``        ``DataProvider``           number of samples in the batch
-    ``batches_per_pass``  ``DataProvider``           batches in a pass when known, else ``None``
-    ``output``            ``TrainOps``/``TestOps``   the model's output for the batch
-    ``cost``              ``TrainOps``               the batch's mean cost (float)
-    ``metrics``           ``TrainOps``               ``{name: value}`` of the batch
-    ``pass_cost``         ``TrainOps``               sample-weighted mean cost of the pass
-    ``pass_metrics``      ``TrainOps``               sample-weighted mean metrics of the pass
-    ``test_result``       ``TestOnPassEnd``          the last :class:`~feedline.train.TestResult`
-    ====================  =========================  ===============================================================================
+_BEFORE = "before next_callback()"
+_AFTER = "after next_callback()"
+
+
+@dataclass(init=False, repr=False, eq=False)
+class RunnerContext:
+    """The state shared by the items of one runner: declared, typed fields.
+
+    Each field is set by one standard item in one hook, either *before* the item calls
+    ``next_callback()`` (the inner items see it) or *after* (only the outer items see it,
+    once the inner ones have run). A field the runner has not set yet raises
+    :class:`~feedline.exceptions.ContextFieldError` naming the item that sets it (an
+    ``AttributeError``: ``getattr(context, "cost", None)`` and ``hasattr`` work as for
+    any attribute). Items may add fields of their own: any other attribute can be set
+    and read as on a plain object.
+
+    ====================  ========================  =============================================================  ====================================================================================================  =====================================================================================
+    field                 type                      set by                                                         when                                                                                                  meaning
+    ====================  ========================  =============================================================  ====================================================================================================  =====================================================================================
+    ``runner``            ``Runner``                Runner                                                         on construction                                                                                       the runner that owns this context
+    ``parent``            ``RunnerContext | None``  Runner                                                         initialize                                                                                            the parent runner's context (a tester's runner inside a trainer), else None
+    ``stop_training``     ``bool``                  Runner, any item                                               initialize (False); any hook                                                                          True ends Runner.run after the current pass (early stopping)
+    ``network``           ``Network``               CreateModel, InheritModel                                      initialize, before next_callback()                                                                    the feedline.train.Network
+    ``device``            ``torch.device``          CreateModel, InheritModel                                      initialize, before next_callback()                                                                    the device the model is on
+    ``module``            ``torch.nn.Module``       CreateModel, InheritModel                                      initialize, before next_callback()                                                                    the bare torch module
+    ``model``             ``torch.nn.Module``       CreateModel, InheritModel                                      initialize, before next_callback()                                                                    what forward calls: module, or its DistributedDataParallel wrapper
+    ``rank``              ``int``                   CreateModel, InheritModel                                      initialize, before next_callback()                                                                    this process's rank (0 when local)
+    ``world_size``        ``int``                   CreateModel, InheritModel                                      initialize, before next_callback()                                                                    number of processes (1 when local)
+    ``updater``           ``LocalUpdater``          LocalUpdater, BasicLocalParameterUpdaterOps, InheritModel      initialize, before next_callback()                                                                    the updater: PaddlePaddle's ParameterUpdater (optimizer, clipping, model average)
+    ``optimizer``         ``Any``                   LocalUpdater, BasicLocalParameterUpdaterOps                    initialize, before next_callback()                                                                    the updater's torch optimizer
+    ``pass_id``           ``int``                   Counter, InheritModel                                          initialize (0); on_pass_end, after next_callback() (+1)                                               0-based index of the current pass (InheritModel: the parent's, at on_pass_begin)
+    ``batch_id``          ``int``                   Counter                                                        initialize (0); on_batch_end, after next_callback() (+1); on_pass_end, after next_callback() (0)      0-based index of the batch in the pass
+    ``global_step``       ``int``                   Counter                                                        initialize (0); on_batch_end, after next_callback() (+1)                                              batches finished over all passes
+    ``samples_seen``      ``int``                   Counter                                                        initialize (0); on_batch_end, after next_callback() (+batch_size)                                     samples of those batches (this rank)
+    ``batch``             ``list``                  DataProvider                                                   on_batch_begin, before next_callback()                                                                the current batch as read (samples)
+    ``inputs``            ``dict[str, Any]``        DataProvider                                                   on_batch_begin, before next_callback()                                                                {input name: tensor} of the batch
+    ``batch_size``        ``int``                   DataProvider                                                   on_batch_begin, before next_callback()                                                                number of samples in the batch
+    ``batches_per_pass``  ``int | None``            DataProvider                                                   initialize, before next_callback(); on_pass_end, before next_callback()                               batches in a pass when known, else None
+    ``output``            ``Any``                   TrainOps, TestOps                                              on_batch_begin, before next_callback()                                                                the model's output for the batch
+    ``cost``              ``float``                 TrainOps                                                       on_batch_begin, before next_callback()                                                                the batch's mean cost
+    ``metrics``           ``dict[str, float]``      TrainOps                                                       on_batch_begin, before next_callback()                                                                {name: value} of the batch
+    ``pass_cost``         ``float``                 TrainOps                                                       on_pass_end, before next_callback()                                                                   sample-weighted mean cost of the pass
+    ``pass_metrics``      ``dict[str, float]``      TrainOps                                                       on_pass_end, before next_callback()                                                                   sample-weighted mean metrics of the pass
+    ``test_result``       ``TestResult | None``     TestOnPassEnd, TestOps                                         initialize (None); on_pass_end, before next_callback()                                                the last feedline.train.TestResult
+    ====================  ========================  =============================================================  ====================================================================================================  =====================================================================================
+
+    "before next_callback()": the item sets the field and then calls the inner items,
+    which see it in the same hook; "after": only items outside it see it, once their own
+    ``next_callback()`` has returned. ``BasicLocalParameterUpdaterOps`` creates an updater
+    only when no other item provides one. The same facts are on each field:
+    ``RunnerContext.field_info("cost")``.
 
     >>> class Tag(RunnerItem):
     ...     def initialize(self, context, next_callback):
-    ...         context.tag = "set by Tag"
+    ...         context.tag = "set by Tag"               # an item's own field
     ...         next_callback(context)
     >>> with Runner([Tag()]) as runner:
     ...     ctx = runner.context
     ...     type(ctx).__name__, ctx.tag, ctx.runner is runner, ctx.parent, ctx.stop_training
     ('RunnerContext', 'set by Tag', True, None, False)
+    >>> ctx.cost
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.ContextFieldError: `context.cost` is not set: TrainOps sets it in on_batch_begin, before next_callback(); add TrainOps to the runner. This runner's items: Tag
+    >>> getattr(ctx, "cost", None) is None
+    True
     """
+
+    runner: Runner = _field('Runner', 'on construction',
+        'the runner that owns this context')
+    parent: RunnerContext | None = _field('Runner', 'initialize',
+        "the parent runner's context (a tester's runner inside a trainer), else None", default=None)
+    stop_training: bool = _field('Runner, any item', 'initialize (False); any hook',
+        'True ends Runner.run after the current pass (early stopping)', default=False)
+    network: Network = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
+        'the feedline.train.Network')
+    device: torch.device = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
+        'the device the model is on')
+    module: torch.nn.Module = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
+        'the bare torch module')
+    model: torch.nn.Module = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
+        'what forward calls: module, or its DistributedDataParallel wrapper')
+    rank: int = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
+        "this process's rank (0 when local)")
+    world_size: int = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
+        'number of processes (1 when local)')
+    updater: LocalUpdater = _field('LocalUpdater, BasicLocalParameterUpdaterOps, InheritModel', 'initialize, before next_callback()',
+        "the updater: PaddlePaddle's ParameterUpdater (optimizer, clipping, model average)")
+    optimizer: Any = _field('LocalUpdater, BasicLocalParameterUpdaterOps', 'initialize, before next_callback()',
+        "the updater's torch optimizer")
+    pass_id: int = _field('Counter, InheritModel', 'initialize (0); on_pass_end, after next_callback() (+1)',
+        "0-based index of the current pass (InheritModel: the parent's, at on_pass_begin)")
+    batch_id: int = _field('Counter', 'initialize (0); on_batch_end, after next_callback() (+1); on_pass_end, after next_callback() (0)',
+        '0-based index of the batch in the pass')
+    global_step: int = _field('Counter', 'initialize (0); on_batch_end, after next_callback() (+1)',
+        'batches finished over all passes')
+    samples_seen: int = _field('Counter', 'initialize (0); on_batch_end, after next_callback() (+batch_size)',
+        'samples of those batches (this rank)')
+    batch: list = _field('DataProvider', 'on_batch_begin, before next_callback()',
+        'the current batch as read (samples)')
+    inputs: dict[str, Any] = _field('DataProvider', 'on_batch_begin, before next_callback()',
+        '{input name: tensor} of the batch')
+    batch_size: int = _field('DataProvider', 'on_batch_begin, before next_callback()',
+        'number of samples in the batch')
+    batches_per_pass: int | None = _field('DataProvider', 'initialize, before next_callback(); on_pass_end, before next_callback()',
+        'batches in a pass when known, else None')
+    output: Any = _field('TrainOps, TestOps', 'on_batch_begin, before next_callback()',
+        "the model's output for the batch")
+    cost: float = _field('TrainOps', 'on_batch_begin, before next_callback()',
+        "the batch's mean cost")
+    metrics: dict[str, float] = _field('TrainOps', 'on_batch_begin, before next_callback()',
+        '{name: value} of the batch')
+    pass_cost: float = _field('TrainOps', 'on_pass_end, before next_callback()',
+        'sample-weighted mean cost of the pass')
+    pass_metrics: dict[str, float] = _field('TrainOps', 'on_pass_end, before next_callback()',
+        'sample-weighted mean metrics of the pass')
+    test_result: TestResult | None = _field('TestOnPassEnd, TestOps', 'initialize (None); on_pass_end, before next_callback()',
+        'the last feedline.train.TestResult')
+
+    def __init__(self, **fields: Any) -> None:
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # declared so that type checkers accept an item's own fields
+        object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # only called when the attribute is absent
+        info = _FIELDS.get(name)
+        if info is None or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        setters = [s.strip() for s in info["set_by"].split(",")]
+        runner = self.__dict__.get("runner")
+        items = list(runner.items) if runner is not None else []
+        present = [type(i).__name__ for i in items
+                   if any(c.__name__ in setters for c in type(i).__mro__)]
+        if present:
+            advice = (f"{present[0]} is in the runner but its hook has not run yet: read it "
+                      "in a later hook, or move the reading item (see RunnerContext's table)")
+        else:
+            advice = f"add {' or '.join(setters)} to the runner"
+        names = ", ".join(type(i).__name__ for i in items) or "none"
+        raise ContextFieldError(
+            f"`context.{name}` is not set: {setters[0]} sets it in {info['when']}; {advice}. "
+            f"This runner's items: {names}"
+        )
+
+    @classmethod
+    def field_info(cls, name: str) -> dict[str, str]:
+        """``{"set_by", "when", "doc", "type"}`` of the declared field ``name``.
+
+        >>> RunnerContext.field_info("batch_id")["set_by"]
+        'Counter'
+        """
+        if name not in _FIELDS:
+            raise KeyError(f"RunnerContext declares no field {name!r}")
+        return dict(_FIELDS[name])
 
     def __repr__(self) -> str:
         names = ", ".join(sorted(k for k in vars(self) if k != "runner"))
         return f"RunnerContext({names})"
+
+
+_FIELDS: dict[str, dict[str, str]] = {
+    f.name: {**f.metadata, "type": str(f.type)} for f in fields(RunnerContext)
+}
 
 
 class RunnerItem:

@@ -183,7 +183,9 @@ class Trainer:
             .build(module=self._model(), updater=self.updater if trained else None)
         with runner:
             runner.run_one_pass()
-            return runner.context.test_result
+            result = runner.context.test_result
+        assert result is not None  # TestOps sets it at the end of every pass
+        return result
 
     def save_params(self, path: str | os.PathLike, *, averaged: bool = True) -> None:
         """Export the parameters for inference (the averaged ones when ``averaged`` and

@@ -74,7 +74,11 @@ class InheritModel(RunnerItem):
         next_callback(context)
 
     def on_pass_begin(self, next_callback: Any) -> None:
-        self.context.pass_id = getattr(self.context.parent, "pass_id", None)
+        pass_id = getattr(self.context.parent, "pass_id", None)
+        if pass_id is None:  # the parent counts no passes: neither does this runner
+            self.context.__dict__.pop("pass_id", None)
+        else:
+            self.context.pass_id = pass_id
         next_callback()
 
     def finalize(self, next_callback: Any) -> None:
