@@ -45,10 +45,27 @@ that changes the file list at ``EndPass``). Testers
 (:class:`~feedline.train.items.TestOnPassEnd`, test runners) do not read ahead into
 their next pass.
 
-**Data parallel**: when ``context.world_size > 1`` and ``shard`` is true, the data must
-be a random-access dataset of samples and each rank reads its
-:func:`~feedline.train.distributed.split_dataset` part (``split_mode``, ``remainder``)
-before batching, so all ranks run the same number of batches.
+**Data parallel**: when ``context.world_size > 1`` and ``shard`` is true, each rank
+reads its own part of the data, split exactly once:
+
+* data already split by rank (a :func:`feedline.split` part, a ``shard``: see
+  :func:`~feedline.dataset.shard.find_rank_split`) is read as it is — split into as many
+  parts as the job has ranks, else a ``ValueError`` says what to remove;
+* a random-access dataset is split before batching by
+  :func:`~feedline.train.distributed.split_dataset` (``split_mode``, ``remainder``):
+  every rank runs the same number of batches;
+* a stream (a reader, a data provider's file list, a ``flat_map``) is split as close to
+  its source as possible (:func:`feedline.pytorch.dataset.split_pipeline`): files by
+  rank, or — with fewer files than ranks — every ``world_size``-th record of the
+  files.
+
+The parts of a stream may differ in length, so the ranks agree at every batch whether
+they all still have one (one small all-reduce, :class:`feedline.pytorch.rank_join.RankJoin`)
+and end the pass together: with ``remainder="pad"`` a rank whose part has ended repeats
+its last batch, with ``context.padding`` true for that batch (false for the others);
+with ``"drop"`` every rank stops at the first batch some rank lacks, and the batches the
+others still had are read and dropped; ``"keep"`` (testers) does not join. ``rank_join.stats()``
+counts the steps and the padded or dropped batches and samples of the last pass.
 
 **Checkpoint entry** ``"data"``: the epoch of the next pass, and the pipeline's iterator
 state in the middle of a pass (``None`` between passes); restoring it makes the next pass continue exactly after the
@@ -89,7 +106,9 @@ from feedline.dataset.base import Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator
 from feedline.dataset.prefetch import PrefetchDataset
 from feedline.dataset.process_prefetch import ProcessPrefetchDataset
+from feedline.dataset.shard import find_rank_split
 from feedline.exceptions import CheckpointError, FeedError
+from feedline.pytorch.rank_join import END, RankJoin
 from feedline.train.distributed import split_dataset
 from feedline.train.runner import RunnerContext, RunnerItem
 
@@ -278,6 +297,11 @@ class _Feed:
         return batch, self.feeder(batch)
 
 
+def _batch_samples(item: Any) -> int:
+    """Samples in a fed item ``(batch, values)``."""
+    return len(item[0])
+
+
 class DataProvider(RunnerItem):
     """Feeds the batches of ``data``; see the module docstring.
 
@@ -360,6 +384,9 @@ class DataProvider(RunnerItem):
         self._count = 0
         self._resumed = False
         self._epoch = 0
+        self._data_ended = False
+        #: the ranks' per-batch agreement (a stream split across ranks), else None
+        self.rank_join: Any = None
 
     # ------------------------------------------------------------------ building
     def initialize(self, context: RunnerContext, next_callback: Any) -> None:
@@ -368,15 +395,12 @@ class DataProvider(RunnerItem):
         batch_size = self.batch_size if self.batch_size is not None else network.batch_size
         ds = self.data
         world = getattr(context, "world_size", 1)
+        self.rank_join = None
         if world > 1 and self.shard:
-            if batch_size is None:
-                raise ValueError(
-                    "data-parallel training splits samples across ranks: give `batch_size` "
-                    "(per rank) and data that yields samples, or pass shard=False with data "
-                    "already split per rank"
-                )
-            ds = split_dataset(ds, context.rank, world, mode=self.split_mode,
-                               remainder=self.remainder)
+            ds = self._split(ds, context.rank, world, batch_size)
+            if not isinstance(ds, RandomAccessDataset) and self.remainder != "keep":
+                self.rank_join = RankJoin("pad" if self.remainder == "pad" else "drop_remainder",
+                                          samples=_batch_samples)
         per_pass = None
         if isinstance(ds, RandomAccessDataset):
             n = len(ds)
@@ -403,6 +427,30 @@ class DataProvider(RunnerItem):
         self.effective_batch_size = batch_size
         context.batches_per_pass = per_pass
         next_callback(context)
+
+    def _split(self, ds: Dataset, rank: int, world: int, batch_size: int | None) -> Dataset:
+        """This rank's part of ``ds``, split once (see "Data parallel" above)."""
+        found = find_rank_split(ds)
+        if found is not None:
+            if found.rank_split[1] != world:
+                raise ValueError(
+                    f"the data is already split into {found.rank_split[1]} parts by "
+                    f"{found.name}, but this job has {world} ranks: remove that split (the "
+                    "DataProvider splits by rank itself), split by the job's world size, or "
+                    "pass shard=False"
+                )
+            return ds
+        if not isinstance(ds, RandomAccessDataset):
+            from feedline.pytorch.dataset import split_pipeline
+
+            return split_pipeline(ds, rank, world)
+        if batch_size is None:
+            raise ValueError(
+                "data-parallel training splits samples across ranks: give `batch_size` "
+                "(per rank) and data that yields samples, or pass shard=False with data "
+                "already split per rank"
+            )
+        return split_dataset(ds, rank, world, mode=self.split_mode, remainder=self.remainder)
 
     # ------------------------------------------------------------------ hooks
     def on_pass_begin(self, next_callback: Any) -> None:
@@ -435,18 +483,42 @@ class DataProvider(RunnerItem):
         self._epoch = epoch + 1
         self._count = 0
         self._resumed = state is not None
+        self._data_ended = False
+        if self.rank_join is not None:
+            self.rank_join.begin()
         next_callback()
 
-    def on_batch_begin(self, next_callback: Any) -> bool:
+    def _next_item(self) -> Any:
+        """The pass's next fed item, or ``END`` once its data has ended (the feeding
+        thread is not asked again: it goes on into the next pass's data)."""
+        if self._data_ended:
+            return END
         try:
             item = next(self._it)
         except StopIteration:
-            return True
+            item = END
         if isinstance(item, _PassEnd):
             self._pass_end = item
+            item = END
+        self._data_ended = item is END
+        return item
+
+    def _rest(self) -> Any:
+        """The pass's items after the current one (read and dropped by the join)."""
+        while (item := self._next_item()) is not END:
+            yield item
+
+    def on_batch_begin(self, next_callback: Any) -> bool:
+        item = self._next_item()
+        ctx = self.context
+        if self.rank_join is not None:
+            got = self.rank_join.step(item, self._rest)
+            if got is None:
+                return True
+            item, ctx.padding = got
+        elif item is END:
             return True
         batch, values = item
-        ctx = self.context
         convert = self._convert
         if convert is None:
             from feedline.pytorch.convert import converter
