@@ -5,7 +5,8 @@ item                         job
 ===========================  ================================================================
 :class:`CreateModel`         build the network's model on a device (DDP-wrapped when
                              distributed)
-:class:`LocalUpdater`        optimizer, L2, gradient clipping, model average apply/restore
+:class:`LocalUpdater`        optimizer, L2, gradient clipping, model average apply/restore;
+                             PaddlePaddle's ParameterUpdater steps (:class:`PassType`)
 :class:`Counter`             pass / batch / step / sample counters
 :class:`DataProvider`        read, split, batch and feed the data; remembers its position
 :class:`TrainOps`            forward, cost, backward, update; batch and pass metrics
@@ -51,7 +52,7 @@ from feedline.train.items.save_params import SaveParamsOnPassEnd
 from feedline.train.items.test_ops import TestOps
 from feedline.train.items.tester import InheritModel, TestOnPassEnd
 from feedline.train.items.train_ops import TrainOps
-from feedline.train.items.updater import LocalUpdater
+from feedline.train.items.updater import LocalUpdater, PassType
 
 __all__ = [
     "Checkpointer",
@@ -63,6 +64,7 @@ __all__ = [
     "History",
     "InheritModel",
     "LocalUpdater",
+    "PassType",
     "MetricsLogger",
     "Progress",
     "SaveParamsOnPassEnd",

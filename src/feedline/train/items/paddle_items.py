@@ -9,7 +9,8 @@ PaddlePaddle item                   here
 ``CreateGradientMachine(network)``  :class:`~feedline.train.items.CreateModel`
 ``BasicLocalParameterUpdater``      :class:`~feedline.train.items.LocalUpdater` (creates
                                     the optimizer and drives its pass/batch steps)
-``BasicLocalParameterUpdaterOps``   only the pass/batch steps of ``context.updater``
+``BasicLocalParameterUpdaterOps``   the pass/batch steps of ``context.updater``
+                                    (creating one when the runner has none)
 ``BasicGradientMachineTrainOps``    :class:`~feedline.train.items.TrainOps`
 ``BasicGradientMachineTestOps``     :class:`~feedline.train.items.TestOps`
 ``InheritGradientMachineUpdater``   :class:`~feedline.train.items.InheritModel`
@@ -52,12 +53,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from feedline.exceptions import CheckpointError
 from feedline.train.items.create_model import CreateModel
 from feedline.train.items.data_provider import DataProvider, provider_dataset
 from feedline.train.items.test_ops import TestOps
 from feedline.train.items.tester import InheritModel
 from feedline.train.items.train_ops import TrainOps
-from feedline.train.items.updater import LocalUpdater
+from feedline.train.items.updater import LocalUpdater, PassType, UpdaterSteps
 from feedline.train.network import Network
 from feedline.train.runner import RunnerItem
 
@@ -142,48 +144,89 @@ class BasicLocalParameterUpdater(LocalUpdater):
             )
         super().initialize(context, next_callback)
 
+    # PaddlePaddle's ParameterUpdater names (the module wiki's trainer loop)
+    def startPass(self) -> None:
+        """``start_pass()``."""
+        self.start_pass()
 
-class BasicLocalParameterUpdaterOps(RunnerItem):
-    """The pass and batch steps of the updater already on the context
-    (``context.updater``): ``start_pass``/``finish_pass`` around each pass,
-    ``start_batch`` before and ``finish_batch`` after each batch that ran (not after the
-    end of the data).
+    def startBatch(self, batch_size: int | None = None) -> PassType:
+        """``start_batch(batch_size)``: the batch's :class:`~feedline.train.items.updater.PassType`."""
+        return self.start_batch(batch_size)
 
-    >>> from types import SimpleNamespace
-    >>> from feedline.train import Runner, RunnerItem
-    >>> calls = []
-    >>> class Recorder:                           # stands in for context.updater
-    ...     def __getattr__(self, name): return lambda: calls.append(name)
-    >>> class TwoBatches(RunnerItem):
-    ...     def initialize(self, context, next_callback):
-    ...         context.updater, context.n = Recorder(), 0
-    ...         next_callback(context)
-    ...     def on_batch_begin(self, next_callback):
-    ...         self.context.n += 1
-    ...         return self.context.n > 2 or next_callback()
-    >>> with Runner([BasicLocalParameterUpdaterOps(), TwoBatches()]) as runner:
+    def finishBatch(self, cost: float | None = None) -> None:
+        """``finish_batch(cost)``."""
+        self.finish_batch(cost)
+
+    def finishPass(self) -> None:
+        """``finish_pass()``."""
+        self.finish_pass()
+
+
+class BasicLocalParameterUpdaterOps(UpdaterSteps):
+    """The pass and batch steps of the runner's updater: ``start_pass``/``finish_pass``
+    around each pass, ``start_batch()`` before each batch (and before the end of the
+    data), ``finish_batch(context.cost)`` after each batch that ran.
+
+    An Ops item creates what it needs: without an updater on the context (or an updater
+    item anywhere in this runner) it builds a
+    :class:`~feedline.train.items.LocalUpdater` in ``initialize`` from
+    ``context.network`` and ``context.module`` (so it must be inside
+    ``CreateGradientMachine``), sets ``context.updater``/``context.optimizer`` and keeps
+    the updater's state under the checkpoint entry ``"updater_ops"``. When the runner
+    also has a ``BasicLocalParameterUpdater`` (or any ``LocalUpdater``) item, that item
+    runs the steps and this one passes every hook through: each step runs once per pass
+    or batch whatever the combination.
+
+    >>> import numpy as np, torch
+    >>> from feedline import data_type
+    >>> from feedline.train import Runner, SGD, network
+    >>> from feedline.train.items import Counter
+    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
+    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
+    >>> def process(settings, filename):           # a PaddlePaddle data provider function
+    ...     for i in range(4):
+    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> runner = Runner([CreateGradientMachine(net, seed=0), BasicLocalParameterUpdaterOps(),
+    ...                  Counter(), BasicPaddleTrainerDataProvider(net, process, ["f"]),
+    ...                  BasicGradientMachineTrainOps()])
+    >>> with runner:
     ...     _ = runner.run_one_pass()
-    >>> calls
-    ['start_pass', 'start_batch', 'finish_batch', 'start_batch', 'finish_batch', 'start_batch', 'finish_pass']
+    ...     runner.context.updater.num_updates, type(runner.context.optimizer).__name__
+    (2, 'SGD')
     """
 
-    def on_pass_begin(self, next_callback: Any) -> None:
-        self.context.updater.start_pass()
-        next_callback()
+    state_key = "updater_ops"
 
-    def on_batch_begin(self, next_callback: Any) -> bool:
-        self.context.updater.start_batch()
-        return next_callback()
+    def __init__(self) -> None:
+        self._own: LocalUpdater | None = None
+        self._steps: Any = None
 
-    def on_batch_end(self, next_callback: Any) -> bool:
-        stop = next_callback()
-        if not stop:
-            self.context.updater.finish_batch()
-        return stop
+    def stepped(self) -> Any:
+        return self._steps
 
-    def on_pass_end(self, next_callback: Any) -> None:
-        self.context.updater.finish_pass()
-        next_callback()
+    def initialize(self, context: Any, next_callback: Any) -> None:
+        if context.runner.find(LocalUpdater) is not None:
+            self._steps = None  # the updater item steps itself
+        else:
+            updater = context.__dict__.get("updater")
+            if updater is None:
+                own = self._own
+                if own is None or own._module is not context.module:
+                    own = self._own = LocalUpdater()
+                    own.setup(context.network, context.module)
+                context.updater = updater = own
+                context.optimizer = own.optimizer
+            self._steps = updater
+        next_callback(context)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {} if self._own is None else {"updater": self._own.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self._own is not None:
+            if "updater" not in state:
+                raise CheckpointError("the updater_ops entry holds no updater state")
+            self._own.load_state_dict(state["updater"])
 
 
 class BasicGradientMachineTrainOps(TrainOps):

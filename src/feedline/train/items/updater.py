@@ -2,26 +2,43 @@
 
 PaddlePaddle's ParameterUpdater has ``startPass``, ``startBatch``, ``update``,
 ``finishBatch``, ``finishPass`` and, for model averaging, ``apply``/``restore``. The
-:class:`LocalUpdater` keeps those steps with PyTorch underneath:
+:class:`LocalUpdater` keeps those steps, with the module wiki's arguments and results,
+and PyTorch underneath:
 
-* ``start_pass()`` / ``finish_pass()``: called at the ends of every pass (hooks for
-  subclasses; nothing to do by default);
-* ``start_batch()``: clears the gradients (``zero_grad(set_to_none=True)``);
-* ``update()``: after the backward pass: clips the gradients (each element to
-  ``[-gradient_clipping_threshold, +threshold]``, then the global norm to
-  ``max_grad_norm``, when set) and takes an optimizer step; L2 regularisation is the
-  optimizer's ``weight_decay`` (``rate * w`` added to each gradient);
-* ``finish_batch()``: adds the new parameters to the model average, when configured;
-* ``apply()`` / ``restore()``: swap the averaged parameters in and the trained ones
-  back (no-ops without a model average).
+=================================  ==================================================================
+step                               what it does
+=================================  ==================================================================
+``start_pass()``                   called before every pass (a hook for subclasses)
+``start_batch(batch_size=None)``   clears the gradients (``zero_grad(set_to_none=True)``), records
+                                   ``batch_size`` and returns the :class:`PassType` of the batch
+                                   (``PassType.TRAIN``)
+``update(param=None)``             after the backward pass. No argument: clip the gradients (each
+                                   element to ``[-gradient_clipping_threshold, +threshold]``, then
+                                   the global norm to ``max_grad_norm``, when set) and take one
+                                   optimizer step. ``update(param)`` for each parameter in turn, as
+                                   PaddlePaddle's trainer loop does: the step is taken once every
+                                   trainable parameter has been given (the same step as
+                                   ``update()``); parameters given without the rest are stepped
+                                   alone at ``finish_batch``
+``finish_batch(cost=None)``        records the batch's ``cost`` (``last_cost``) and adds the new
+                                   parameters to the model average, when configured
+``finish_pass()``                  called after every pass (a hook for subclasses)
+``apply()`` / ``restore()``        swap the averaged parameters in and the trained ones back (no-ops
+                                   without a model average)
+=================================  ==================================================================
+
+L2 regularisation is the optimizer's ``weight_decay`` (``rate * w`` added to each
+gradient). :class:`~feedline.train.items.BasicLocalParameterUpdater` also answers to
+the wiki's camel-case names (``startPass``, ``startBatch``, ``finishBatch``, ...).
 
 As a runner item it builds the optimizer in ``initialize`` (from ``context.network``'s
 ``learning_method``, ``learning_rate`` and ``regularization``, over
 ``context.module``'s trainable parameters), sets ``context.updater`` and
-``context.optimizer``, and calls ``start_pass``/``start_batch``/``finish_batch``/
-``finish_pass`` from the pass and batch hooks (``update`` is the train ops' call).
-Its checkpoint entry ``"updater"`` holds the optimizer's state, the update count and
-the model average's sums.
+``context.optimizer``, and runs the pass and batch steps from its hooks: ``start_pass``
+and ``start_batch()`` before ``next_callback()`` (the batch is read by an inner item,
+so its size is not known yet), ``finish_batch(context.cost)`` and ``finish_pass``
+before it too (``update`` is the train ops' call). Its checkpoint entry ``"updater"``
+holds the optimizer's state, the update count and the model average's sums.
 
 Counters: ``num_updates`` — optimizer steps taken.
 
@@ -43,15 +60,30 @@ Counters: ``num_updates`` — optimizer steps taken.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import torch
 
+from feedline._internal.validate import positive_int
 from feedline.exceptions import CheckpointError
 from feedline.train.model_average import ModelAverager
 from feedline.train.runner import RunnerContext, RunnerItem
 
-__all__ = ["LocalUpdater", "SparseDenseOptimizer"]
+__all__ = ["LocalUpdater", "SparseDenseOptimizer", "PassType", "UpdaterSteps"]
+
+
+class PassType(enum.Enum):
+    """What a batch is for: PaddlePaddle's ``PASS_TRAIN`` / ``PASS_TEST``, returned by
+    :meth:`LocalUpdater.start_batch`.
+
+    >>> PassType.TRAIN.value
+    'train'
+    """
+
+    TRAIN = "train"
+    TEST = "test"
+
 
 
 class SparseDenseOptimizer:
@@ -104,7 +136,66 @@ class SparseDenseOptimizer:
         return f"SparseDenseOptimizer({', '.join(type(p).__name__ for p in self.parts)})"
 
 
-class LocalUpdater(RunnerItem):
+class UpdaterSteps(RunnerItem):
+    """The runner hooks that run an updater's pass and batch steps once each: the base
+    of :class:`LocalUpdater` (which steps itself) and of
+    :class:`~feedline.train.items.BasicLocalParameterUpdaterOps` (which steps the
+    context's updater). :meth:`stepped` names the updater to step, or ``None`` to pass
+    every hook straight through.
+
+    >>> calls = []
+    >>> class Log:
+    ...     def start_pass(self): calls.append("start_pass")
+    ...     def start_batch(self, batch_size=None): calls.append("start_batch")
+    ...     def finish_batch(self, cost=None): calls.append(f"finish_batch({cost})")
+    ...     def finish_pass(self): calls.append("finish_pass")
+    >>> class Steps(UpdaterSteps):
+    ...     def stepped(self): return Log()
+    >>> class OneBatch(RunnerItem):
+    ...     def on_pass_begin(self, next_callback):
+    ...         self.context.n = 0
+    ...         next_callback()
+    ...     def on_batch_begin(self, next_callback):
+    ...         self.context.n += 1
+    ...         self.context.cost = 0.5
+    ...         return self.context.n > 1 or next_callback()
+    >>> from feedline.train import Runner
+    >>> with Runner([Steps(), OneBatch()]) as runner:
+    ...     _ = runner.run_one_pass()
+    >>> calls
+    ['start_pass', 'start_batch', 'finish_batch(0.5)', 'start_batch', 'finish_pass']
+    """
+
+    def stepped(self) -> Any:
+        """The updater whose steps this item runs, or ``None``."""
+        return None
+
+    def on_pass_begin(self, next_callback: Any) -> None:
+        updater = self.stepped()
+        if updater is not None:
+            updater.start_pass()
+        next_callback()
+
+    def on_batch_begin(self, next_callback: Any) -> bool:
+        updater = self.stepped()
+        if updater is not None:
+            updater.start_batch()
+        return next_callback()
+
+    def on_batch_end(self, next_callback: Any) -> bool:
+        updater = self.stepped()
+        if updater is not None:
+            updater.finish_batch(getattr(self.context, "cost", None))
+        return next_callback()
+
+    def on_pass_end(self, next_callback: Any) -> None:
+        updater = self.stepped()
+        if updater is not None:
+            updater.finish_pass()
+        next_callback()
+
+
+class LocalUpdater(UpdaterSteps):
     """The optimizer, gradient clipping and model averaging; see the module docstring.
 
     >>> import numpy as np, torch
@@ -133,9 +224,21 @@ class LocalUpdater(RunnerItem):
         self.dense_params: list[torch.nn.Parameter] = []
         self.sparse_params: list[torch.nn.Parameter] = []
         self.num_updates = 0
+        self.batch_size: int | None = None
+        self.last_cost: float | None = None
+        self._pending: dict[int, torch.nn.Parameter] = {}
         self._module: torch.nn.Module | None = None
 
+    def stepped(self) -> LocalUpdater:
+        return self
+
     def initialize(self, context: RunnerContext, next_callback: Any) -> None:
+        current = context.__dict__.get("updater")
+        if current is not None and current is not self and current in context.runner.items:
+            raise ValueError(
+                f"this runner has two updaters, {current!r} and {self!r}: each would step the "
+                "model; keep one (BasicLocalParameterUpdaterOps needs none of its own)"
+            )
         module = context.module
         if self.optimizer is None or module is not self._module:
             self.setup(context.network, module)
@@ -176,24 +279,64 @@ class LocalUpdater(RunnerItem):
     def start_pass(self) -> None:
         """Called before every pass."""
 
-    def start_batch(self) -> None:
-        """Clear the gradients before a batch's backward pass."""
+    def start_batch(self, batch_size: int | None = None) -> PassType:
+        """Clear the gradients before a batch's backward pass; record ``batch_size`` (the
+        number of samples, when known); return the batch's :class:`PassType`."""
+        if batch_size is not None:
+            positive_int("batch_size", batch_size)
         assert self.optimizer is not None  # built by initialize(), which runs first
         self.optimizer.zero_grad(set_to_none=True)
+        self._pending.clear()
+        self.batch_size = batch_size
+        return PassType.TRAIN
 
-    def update(self) -> None:
-        """Clip the gradients and take one optimizer step."""
+    def update(self, param: torch.nn.Parameter | None = None) -> None:
+        """Clip the gradients and take one optimizer step; ``update(param)``: one
+        parameter of the step (see the module docstring)."""
+        if param is None:
+            self._pending.clear()
+            self._step(self.dense_params, self.params)
+            return
+        if not any(param is p for p in self.params):
+            raise ValueError(
+                f"`param` must be one of the model's {len(self.params)} trainable parameters, "
+                f"got {type(param).__name__} of shape {tuple(getattr(param, 'shape', ()))}"
+            )
+        self._pending[id(param)] = param
+        if len(self._pending) == len(self.params):
+            self._pending.clear()
+            self._step(self.dense_params, self.params)
+
+    def _step(self, dense: list[torch.nn.Parameter], params: list[torch.nn.Parameter]) -> None:
         net = self.network
         if net.gradient_clipping_threshold is not None:
-            torch.nn.utils.clip_grad_value_(self.dense_params, net.gradient_clipping_threshold)
+            torch.nn.utils.clip_grad_value_(dense, net.gradient_clipping_threshold)
         if net.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.dense_params, net.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(dense, net.max_grad_norm)
         assert self.optimizer is not None  # built by initialize(), which runs first
-        self.optimizer.step()
+        if len(params) == len(self.params):
+            self.optimizer.step()
+        else:  # a step of some parameters only: the others' gradients are hidden from it
+            chosen = {id(p) for p in params}
+            hidden = [(p, p.grad) for p in self.params if id(p) not in chosen]
+            for p, _ in hidden:
+                p.grad = None
+            try:
+                self.optimizer.step()
+            finally:
+                for p, grad in hidden:
+                    p.grad = grad
         self.num_updates += 1
 
-    def finish_batch(self) -> None:
-        """Add the updated parameters to the model average (if any)."""
+    def finish_batch(self, cost: float | None = None) -> None:
+        """Step the parameters given to :meth:`update` without the rest (if any); record
+        ``cost`` as ``last_cost``; add the updated parameters to the model average."""
+        if self._pending:
+            given = list(self._pending.values())
+            self._pending.clear()
+            sparse = {id(p) for p in self.sparse_params}
+            self._step([p for p in given if id(p) not in sparse], given)
+        self.last_cost = None if cost is None else float(cost)
         if self.average is not None:
             self.average.accumulate()
 
@@ -209,23 +352,6 @@ class LocalUpdater(RunnerItem):
         """Swap the trained parameters back (no-op when nothing is applied)."""
         if self.average is not None:
             self.average.restore()
-
-    # ------------------------------------------------------------------ hooks
-    def on_pass_begin(self, next_callback: Any) -> None:
-        self.start_pass()
-        next_callback()
-
-    def on_batch_begin(self, next_callback: Any) -> bool:
-        self.start_batch()
-        return next_callback()
-
-    def on_batch_end(self, next_callback: Any) -> bool:
-        self.finish_batch()
-        return next_callback()
-
-    def on_pass_end(self, next_callback: Any) -> None:
-        self.finish_pass()
-        next_callback()
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
