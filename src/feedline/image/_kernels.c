@@ -870,15 +870,19 @@ static void pass_columns(const unsigned char *src, Py_ssize_t src_stride, unsign
     resample_columns(src, src_stride, dst, dst_stride, h, n, first, count, weights, ksize, acc);
 }
 
+/* Largest side resample accepts: every pixel coordinate is exact in a float. */
+#define MAX_SIDE (1 << 24)
+
 static PyObject *resample(PyObject *self, PyObject *args)
 {
     PyObject *src_obj, *dst_obj;
+    double dbox[4];
     float box[4];
     int filter;
     Py_buffer src, dst;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OO(ffff)i", &src_obj, &dst_obj, &box[0], &box[1], &box[2],
-                          &box[3], &filter))
+    if (!PyArg_ParseTuple(args, "OO(dddd)i", &src_obj, &dst_obj, &dbox[0], &dbox[1], &dbox[2],
+                          &dbox[3], &filter))
         return NULL;
     if (filter < 0 || filter > 4) {
         PyErr_Format(PyExc_ValueError, "filter must be 0 to 4, got %d", filter);
@@ -903,10 +907,22 @@ static PyObject *resample(PyObject *self, PyObject *args)
     else if (src.shape[0] > INT32_MAX / 4 || src.shape[1] > INT32_MAX / 4 ||
              dst.shape[0] > INT32_MAX / 4 || dst.shape[1] > INT32_MAX / 4)
         problem = "image too large";
-    else if (box[0] < 0 || box[1] < 0 || box[2] > src.shape[1] || box[3] > src.shape[0])
+    else if (src.shape[0] > MAX_SIDE || src.shape[1] > MAX_SIDE || dst.shape[0] > MAX_SIDE ||
+             dst.shape[1] > MAX_SIDE)
+        problem = "image too large";
+    /* checked as the doubles Python gave (NaN fails every comparison, so test what must
+     * hold), then again as the floats the arithmetic uses (Pillow's precision) */
+    else if (!(dbox[0] >= 0 && dbox[1] >= 0 && dbox[2] <= (double)src.shape[1] &&
+               dbox[3] <= (double)src.shape[0]))
         problem = "box can't exceed the source image";
-    else if (box[2] - box[0] < 0 || box[3] - box[1] < 0)
+    else if (!(dbox[2] - dbox[0] >= 0 && dbox[3] - dbox[1] >= 0))
         problem = "box can't be empty";
+    for (int k = 0; k < 4; k++)
+        box[k] = (float)dbox[k];
+    if (problem == NULL &&
+        !(box[0] >= 0 && box[1] >= 0 && box[2] <= (float)src.shape[1] &&
+          box[3] <= (float)src.shape[0] && box[2] >= box[0] && box[3] >= box[1]))
+        problem = "box can't exceed the source image";
     if (problem != NULL) {
         PyBuffer_Release(&src);
         PyBuffer_Release(&dst);

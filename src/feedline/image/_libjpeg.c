@@ -20,7 +20,7 @@
  *          entropy-coded segment) becomes an error, as it does for a full decode; damage
  *          below the region is not read and so not noticed
  * Raises ValueError with libjpeg's message on bad data or a region outside the image,
- * and NotImplementedError for a colour space libjpeg cannot turn into RGB (CMYK/YCCK).
+ * and NotImplementedError for a colour space libjpeg cannot turn into RGB or grey (CMYK/YCCK).
  * The GIL is released while decoding.
  *
  * Restart markers: a sequential Huffman JPEG with one interleaved scan whose restart
@@ -312,8 +312,8 @@ static int decode_job(Job *job)
     jpeg_create_decompress(&cinfo);
     jpeg_mem_src(&cinfo, job->data, (unsigned long)job->size);
     jpeg_read_header(&cinfo, TRUE);
-    if (!job->gray && (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK)) {
-        snprintf(job->message, MESSAGE_SIZE, "CMYK/YCCK JPEG: no RGB conversion in libjpeg");
+    if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+        snprintf(job->message, MESSAGE_SIZE, "CMYK/YCCK JPEG: no RGB or grey conversion in libjpeg");
         jpeg_destroy_decompress(&cinfo);
         return UNSUPPORTED;
     }

@@ -21,6 +21,10 @@ JPEG goes through libjpeg-turbo (``simplejpeg``); every other format Pillow can 
   :class:`~feedline.exceptions.DecodeError` before any pixel buffer is allocated. The
   default is :data:`MAX_PIXELS` (89,478,485, Pillow's default); change it for the whole
   process with :func:`set_max_pixels` or per call with ``max_pixels=``.
+* Every valid JPEG sampling decodes (4:4:1, a 2x2 luma with 2x1 and 1x1 chroma, ...):
+  the samplings libjpeg-turbo's TurboJPEG layer does not name go through libjpeg itself
+  (the extension of :func:`region_decoding`, else Pillow's), with the same pixels as
+  :func:`decode_region` and Pillow.
 * Data that does not decode raises :class:`~feedline.exceptions.DecodeError` naming the
   record through the optional ``path=`` and ``index=`` keywords. Skipping bad images
   (``on_error="skip"``) is a pipeline policy, not decode's.
@@ -74,6 +78,7 @@ _SIGNATURES = (
 
 _simplejpeg = None
 _pil_image = None
+_DEFAULT: Any = object()
 
 
 def _sj():
@@ -102,6 +107,7 @@ def add_restart_markers(
     buf: Any,
     *,
     interval_pixels: int = 32,
+    max_pixels: int | None = _DEFAULT,
     path: str | None = None,
     index: int | None = None,
 ) -> bytes:
@@ -122,6 +128,11 @@ def add_restart_markers(
     restart_markers=True)``) writes every JPEG this way once, at packing time; any JPEG
     that already has this layout (:func:`has_restart_layout`) is spliced as it is.
 
+    The rewrite holds every DCT coefficient of the image in memory, so it has the pixel
+    budget of :func:`decode`: a JPEG whose header states more than ``max_pixels``
+    pixels (left out, :data:`MAX_PIXELS`; ``None`` for no limit) raises
+    :class:`~feedline.exceptions.DecodeError` before anything is read past the header.
+
     Needs the C extension ``feedline.image._libjpeg`` (:func:`region_decoding`); without
     it, raises :class:`~feedline.exceptions.FeedlineError`. A JPEG that does not decode
     raises :class:`~feedline.exceptions.DecodeError` naming ``path``/``index``.
@@ -136,10 +147,13 @@ def add_restart_markers(
     True
     """
     positive_int("interval_pixels", interval_pixels)
+    max_pixels = _budget(max_pixels)
     data = bytes(buf) if not isinstance(buf, bytes) else buf
     if image_format(data) != "jpeg":
         return data
     native = require_region_decoding("add_restart_markers")
+    height, width, _ = _jpeg_header(data, True, path, index)
+    _check_pixels(height, width, max_pixels, path, index)
     try:
         return native.add_restart_markers(data, interval_pixels)
     except ValueError as exc:
@@ -220,11 +234,8 @@ def probe(buf: Any, *, path: str | None = None, index: int | None = None) -> tup
     """
     fmt = image_format(buf)
     if fmt == "jpeg":
-        try:
-            height, width, _, _ = _sj().decode_jpeg_header(buf)
-            return int(height), int(width), "jpeg"
-        except ValueError:
-            pass  # let Pillow try (and fail with a clear message)
+        height, width, _ = _jpeg_header(buf, False, path, index, "cannot read image header")
+        return height, width, "jpeg"
     Image = _pil()
     try:
         with Image.open(io.BytesIO(buf)) as im:
@@ -256,9 +267,6 @@ def set_max_pixels(max_pixels: int | None) -> int | None:
     return old
 
 
-_DEFAULT: Any = object()
-
-
 def _check_pixels(height: int, width: int, budget: int | None, path, index) -> None:
     if budget is not None and height * width > budget:
         raise DecodeError(
@@ -269,16 +277,141 @@ def _check_pixels(height: int, width: int, budget: int | None, path, index) -> N
         )
 
 
-def _reduced_dims(height: int, width: int, min_h: int, min_w: int) -> tuple[int, int] | None:
-    """Smallest power-of-two reduction of (height, width) that stays >= (min_h, min_w)."""
-    best = None
+def _budget(max_pixels: Any) -> int | None:
+    """``max_pixels`` as given (validated), or the process default when left out."""
+    if max_pixels is _DEFAULT:
+        return MAX_PIXELS
+    return optional_positive_int("max_pixels", max_pixels)
+
+
+def _reduced_denom(height: int, width: int, min_h: int, min_w: int) -> int:
+    """Largest power-of-two denominator (1 to 8) whose reduction of (height, width)
+    stays >= (min_h, min_w)."""
+    best = 1
     for denom in (2, 4, 8):
-        h, w = -(-height // denom), -(-width // denom)
-        if h >= min_h and w >= min_w:
-            best = (h, w)
+        if -(-height // denom) >= min_h and -(-width // denom) >= min_w:
+            best = denom
         else:
             break
     return best
+
+
+def _frame_size(buf: Any) -> tuple[int, int] | None:
+    """(height, width) from the frame header (SOFn) of a JPEG, read marker by marker;
+    ``None`` when the markers before it are malformed or it states a zero size."""
+    mv = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
+    n, pos = len(mv), 2
+    while pos + 4 <= n:
+        if mv[pos] != 0xFF:
+            return None
+        marker = mv[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # markers without a length
+            pos += 2
+            continue
+        if marker in (0xD8, 0xD9, 0xDA):  # no frame header before the scan
+            return None
+        length = (mv[pos + 2] << 8) | mv[pos + 3]
+        if length < 2:
+            return None
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            if length < 8 or pos + 9 > n:
+                return None
+            height = (mv[pos + 5] << 8) | mv[pos + 6]
+            width = (mv[pos + 7] << 8) | mv[pos + 8]
+            return (height, width) if height and width else None
+        pos += 2 + length
+    return None
+
+
+def _unusual_sampling(exc: Exception) -> bool:
+    """Whether simplejpeg refused a JPEG only for its sampling factors: libjpeg-turbo's
+    TurboJPEG layer names five samplings (4:4:4, 4:2:2, 4:2:0, 4:4:0, 4:1:1) and gives up
+    on the others (a KeyError from simplejpeg's table, or "Could not determine
+    subsampling level"), although libjpeg itself decodes every valid sampling."""
+    return isinstance(exc, KeyError) or "subsampling" in str(exc)
+
+
+def _jpeg_header(buf: Any, strict: bool, path, index,
+                 what: str = "cannot decode image") -> tuple[int, int, bool]:
+    """``(height, width, turbo)`` of a JPEG: ``turbo`` is false where simplejpeg cannot
+    decode it for its sampling (:func:`_unusual_sampling`), the size then read from the
+    frame header. A header that does not parse raises DecodeError."""
+    try:
+        height, width, _, _ = _sj().decode_jpeg_header(buf, strict=strict)
+        return int(height), int(width), True
+    except (KeyError, ValueError) as exc:
+        size = _frame_size(buf) if _unusual_sampling(exc) else None
+        if size is None:
+            detail = f"unknown sampling factors ({exc})" if isinstance(exc, KeyError) else exc
+            raise DecodeError(f"{what}: {detail}", path=path, index=index) from exc
+        return size[0], size[1], False
+
+
+def _turbo_exact(height: int, width: int, denom: int) -> bool:
+    """Whether simplejpeg, asked for at least ``ceil(H / denom)`` x ``ceil(W / denom)``
+    pixels, decodes at exactly ``1/denom``: TurboJPEG picks the largest of its scales
+    ``k/8`` whose output fits, so a tiny image whose size at ``(8/denom + 1)/8`` rounds
+    to the same would be decoded at that scale instead."""
+    if denom == 1:
+        return True
+    k = 8 // denom + 1
+    return (-(-height * k // 8) > -(-height // denom)
+            or -(-width * k // 8) > -(-width // denom))
+
+
+def _decode_jpeg(buf: Any, mode: str, denom: int, fast: bool, strict: bool,
+                 size: tuple[int, int, bool] | None, path, index) -> np.ndarray:
+    """A JPEG decoded at exactly ``1/denom`` scale. ``size`` is :func:`_jpeg_header`'s
+    answer when it was read. simplejpeg decodes what it can; a sampling it does not
+    name, and a scale it would not hit exactly, go through libjpeg itself (the
+    extension, or Pillow where it is missing or for CMYK), so every path gives the same
+    pixels."""
+    if size is None and denom > 1:
+        size = _jpeg_header(buf, strict, path, index)
+    if size is None or (size[2] and _turbo_exact(size[0], size[1], denom)):
+        kwargs: dict[str, Any] = {}
+        if denom > 1 and size is not None:
+            kwargs = {"min_height": -(-size[0] // denom), "min_width": -(-size[1] // denom)}
+        try:
+            return _sj().decode_jpeg(buf, colorspace="RGB" if mode == "RGB" else "GRAY",
+                                     fastdct=fast, fastupsample=fast, strict=strict, **kwargs)
+        except (KeyError, ValueError) as exc:
+            if not _unusual_sampling(exc):
+                raise DecodeError(f"cannot decode image: {exc}", path=path, index=index) from exc
+        size = _jpeg_header(buf, strict, path, index)
+    height, width = -(-size[0] // denom), -(-size[1] // denom)
+    out = _native_region(buf, (0, 0, height, width), denom, mode, fast, strict, path, index)
+    if out is not None:
+        return out
+    return _pillow_jpeg(buf, mode, denom, (height, width), path, index)
+
+
+def _pillow_jpeg(buf: Any, mode: str, denom: int, dims: tuple[int, int], path,
+                 index) -> np.ndarray:
+    """A JPEG decoded by Pillow's libjpeg at exactly ``1/denom`` scale (``dims`` pixels)."""
+    Image = _pil()
+    try:
+        with Image.open(io.BytesIO(buf)) as im:
+            width, height = im.size
+            # grey straight from libjpeg (the luma channel), as the other decoders give it
+            im.draft("L" if mode == "L" else None,
+                     (max(1, width // denom), max(1, height // denom)) if denom > 1 else None)
+            if denom > 1:
+                # draft's rule picks a smaller scale for images of fewer than 2 x denom
+                # pixels across: set libjpeg's scale as draft itself does
+                im.decoderconfig = (denom, 0)
+                im._size = dims[::-1]
+                d, _, offset, args = im.tile[0]
+                im.tile = [type(im.tile[0])(d, (0, 0, dims[1], dims[0]), offset, args)]
+            out = np.array(im.convert(mode))
+    except Exception as exc:  # noqa: BLE001 - Pillow raises many types for bad data
+        raise DecodeError(f"cannot decode image: {exc}", path=path, index=index) from exc
+    if out.shape[:2] != dims:
+        raise DecodeError(f"cannot decode image at 1/{denom} scale", path=path, index=index)
+    return np.ascontiguousarray(out.reshape(dims[0], dims[1], MODES[mode]))
 
 
 def decode(
@@ -351,34 +484,21 @@ def decode(
 
     if bytes(memoryview(buf)[:3]) != _JPEG_MAGIC:
         return _decode_pillow(buf, mode, path, index, max_pixels)
-    sj = _sj()
-    try:
-        kwargs: dict[str, Any] = {}
-        hinted = min_side is not None or target_size is not None
-        if max_pixels is not None or hinted:
-            height, width, _, _ = sj.decode_jpeg_header(buf, strict=strict)
-            _check_pixels(int(height), int(width), max_pixels, path, index)
-        if hinted:
-            if min_side is not None:
-                min_h, min_w = (min_side, 0) if height <= width else (0, min_side)
-            else:
-                assert target_size is not None  # one of the two is given (condition above)
-                min_h, min_w = target_size
-            dims = _reduced_dims(height, width, min_h, min_w)
-            if dims is not None:
-                kwargs = {"min_height": dims[0], "min_width": dims[1]}
-        return sj.decode_jpeg(
-            buf,
-            colorspace="RGB" if mode == "RGB" else "GRAY",
-            fastdct=fast,
-            fastupsample=fast,
-            strict=strict,
-            **kwargs,
-        )
-    except DecodeError:
-        raise
-    except ValueError as exc:
-        raise DecodeError(f"cannot decode image: {exc}", path=path, index=index) from exc
+    hinted = min_side is not None or target_size is not None
+    size = None
+    denom = 1
+    if max_pixels is not None or hinted:
+        size = _jpeg_header(buf, strict, path, index)
+        _check_pixels(size[0], size[1], max_pixels, path, index)
+    if hinted:
+        assert size is not None  # read above
+        if min_side is not None:
+            min_h, min_w = (min_side, 0) if size[0] <= size[1] else (0, min_side)
+        else:
+            assert target_size is not None  # one of the two is given (condition above)
+            min_h, min_w = target_size
+        denom = _reduced_denom(size[0], size[1], min_h, min_w)
+    return _decode_jpeg(buf, mode, denom, fast, strict, size, path, index)
 
 
 def decode_region(
@@ -412,7 +532,9 @@ def decode_region(
     identical to a full decode's (checked in ``tests/test_image_region.py`` and
     ``tests/test_image_restart.py``). Damage in the part of the file below the region is
     not read and so not reported; ``strict`` applies to what is read. Other formats, CMYK
-    JPEGs and builds without the extension decode the whole image and cut the region out.
+    JPEGs and builds without the extension decode the whole image (at exactly
+    ``1/scale``, also for images smaller than ``scale`` pixels across) and cut the
+    region out.
 
     ``mode``, ``fast``, ``strict``, ``max_pixels``, ``path`` and ``index`` are as in
     :func:`decode`. A box outside the image raises ``ValueError``.
@@ -433,18 +555,14 @@ def decode_region(
             isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in box):
         raise ValueError(f"`box` must be (y, x, height, width) ints, got {box!r}")
     y, x, h, w = (int(v) for v in box)
-    if max_pixels is _DEFAULT:
-        max_pixels = MAX_PIXELS
+    max_pixels = _budget(max_pixels)
     jpeg = image_format(buf) == "jpeg"
     if not jpeg and scale != 1:
         raise ValueError(f"`scale` applies to JPEG images only, got scale={scale}")
     if jpeg:
-        try:
-            height, width, _, _ = _sj().decode_jpeg_header(buf, strict=strict)
-        except ValueError as exc:
-            raise DecodeError(f"cannot decode image: {exc}", path=path, index=index) from exc
-        _check_pixels(int(height), int(width), max_pixels, path, index)
-        full = (-(-int(height) // scale), -(-int(width) // scale))
+        size = _jpeg_header(buf, strict, path, index)
+        _check_pixels(size[0], size[1], max_pixels, path, index)
+        full = (-(-size[0] // scale), -(-size[1] // scale))
     else:
         img = decode(buf, mode=mode, strict=strict, max_pixels=max_pixels, path=path,
                      index=index)
@@ -458,8 +576,7 @@ def decode_region(
         out = _native_region(buf, (y, x, h, w), scale, mode, fast, strict, path, index)
         if out is not None:
             return out
-        img = decode(buf, mode=mode, fast=fast, strict=strict, max_pixels=None, path=path,
-                     index=index, target_size=full if scale > 1 else None)
+        img = _decode_jpeg(buf, mode, scale, fast, strict, size, path, index)
     return np.ascontiguousarray(img[y : y + h, x : x + w])
 
 

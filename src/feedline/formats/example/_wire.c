@@ -82,6 +82,8 @@ static int buf_reserve(Buf *b, size_t extra)
 
 static int buf_put(Buf *b, const void *src, size_t n)
 {
+    if (n == 0) /* nothing to copy; b->data may still be NULL, which memcpy must not get */
+        return OK;
     if (buf_reserve(b, n))
         return NOMEM;
     memcpy(b->data + b->len, src, n);
@@ -991,6 +993,10 @@ static int encode_array(PyObject *arr, int packed, Scratch *t, Buf *out)
             r = OK;
             for (Py_ssize_t i = 0; i < n && r == OK; i++) {
                 const char *q = src + i * size;
+                if (c == '?') { /* a bool is 1 whatever non-zero byte holds it */
+                    v[i] = *(const unsigned char *)q != 0;
+                    continue;
+                }
                 switch (size * (is_signed ? 1 : -1)) {
                 case 1: v[i] = *(const int8_t *)q; break;
                 case 2: v[i] = *(const int16_t *)q; break;
@@ -1165,7 +1171,8 @@ static PyObject *encode_example(PyObject *self, PyObject *args)
         char *p = PyBytes_AS_STRING(result);
         *p++ = 0x0A;
         p = wr_varint(p, body.len);
-        memcpy(p, body.data, body.len);
+        if (body.len) /* an Example without features: body.data may be NULL */
+            memcpy(p, body.data, body.len);
     }
 done:
     buf_free(&body);
