@@ -17,9 +17,9 @@ Differences from PaddlePaddle, all fixes of its known defects:
 * ``cache`` reads its reader on first iteration, not when it is decorated;
 * ``xmap_readers`` runs ``mapper`` in worker *processes*, so CPU-bound Python mappers
   really run in parallel; ``order=True`` gives the input order;
-* ``shuffle`` is a buffer shuffle (each item drawn uniformly from a buffer of
-  ``buf_size`` items) rather than shuffling consecutive chunks; the multiset of items is
-  the same;
+* ``shuffle`` is a buffer shuffle by default (each item drawn uniformly from a buffer
+  of ``buf_size`` items, so items mix across chunk borders); ``mode="chunk"`` gives
+  PaddlePaddle's chunk shuffle with its exact order;
 * breaking out of a loop, ``close()`` or garbage collection stops every thread and
   process the iterator started.
 
@@ -36,6 +36,7 @@ Differences from PaddlePaddle, all fixes of its known defects:
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -43,7 +44,7 @@ from feedline._internal.validate import callable_arg, positive_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.dataset.sources import from_reader
-from feedline.exceptions import ComposeNotAligned
+from feedline.exceptions import ComposeNotAligned, StateError, StateNotSupportedError
 
 __all__ = [
     "map_readers",
@@ -55,6 +56,7 @@ __all__ = [
     "xmap_readers",
     "cache",
     "batch",
+    "ChunkShuffleDataset",
     "ComposeNotAligned",
 ]
 
@@ -142,10 +144,23 @@ def chain(*readers: Reader) -> Dataset:
     return datasets[0].concat(*datasets[1:])
 
 
-def shuffle(reader: Reader, buf_size: int, *, seed: int | None = None) -> Dataset:
-    """A reader yielding ``reader``'s items in random order through a buffer of
-    ``buf_size`` items (see :meth:`feedline.Dataset.shuffle`); a new order on every call,
-    reproducible with ``seed``.
+def shuffle(reader: Reader, buf_size: int, *, seed: int | None = None,
+            mode: str = "buffer") -> Dataset:
+    """A reader yielding ``reader``'s items in random order.
+
+    ``mode="buffer"`` (default): through a buffer of ``buf_size`` items, each output drawn
+    uniformly from it (see :meth:`feedline.Dataset.shuffle`); a new order on every call,
+    the same sequence of orders for the same ``seed``.
+
+    ``mode="chunk"``: PaddlePaddle's algorithm and order. Read ``buf_size`` items, shuffle
+    them with :func:`random.shuffle`, yield them, and go on with the next ``buf_size``
+    (the last chunk may be shorter). The generator is Python's :mod:`random` module
+    when ``seed`` is ``None`` — exactly what PaddlePaddle's decorator uses, so after
+    ``random.seed(s)`` the orders of every call are PaddlePaddle's — or, with ``seed``,
+    a ``random.Random(seed)`` of this reader's own, whose stream continues from call to
+    call as the module's does (the orders equal PaddlePaddle's after
+    ``random.seed(seed)``). Items never move out of their chunk. Resumable: the state
+    holds the generator's state at the start of the current chunk.
 
     >>> r = shuffle(lambda: iter(range(6)), 3, seed=0)
     >>> first, second = list(r()), list(r())
@@ -154,8 +169,20 @@ def shuffle(reader: Reader, buf_size: int, *, seed: int | None = None) -> Datase
     >>> r2 = shuffle(lambda: iter(range(6)), 3, seed=0)    # same seed: same orders
     >>> [list(r2()), list(r2())] == [first, second]
     True
+    >>> import random
+    >>> chunks = shuffle(lambda: iter(range(6)), 3, seed=1, mode="chunk")
+    >>> rng = random.Random(1); a, b = [0, 1, 2], [3, 4, 5]; rng.shuffle(a); rng.shuffle(b)
+    >>> list(chunks()) == a + b
+    True
     """
-    return _as_dataset(reader).shuffle(positive_int("buf_size", buf_size), seed=seed)
+    positive_int("buf_size", buf_size)
+    if mode == "buffer":
+        return _as_dataset(reader).shuffle(buf_size, seed=seed)
+    if mode != "chunk":
+        raise ValueError(f"`mode` must be 'buffer' or 'chunk', got {mode!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"`seed` must be an int or None, got {seed!r}")
+    return ChunkShuffleDataset(_as_dataset(reader), buf_size, seed=seed)
 
 
 def firstn(reader: Reader, n: int) -> Dataset:
@@ -185,7 +212,7 @@ def xmap_readers(
     positive_int("process_num", process_num)
     positive_int("buffer_size", buffer_size)
     return _as_dataset(reader).map(
-        mapper, workers=process_num, ordered=bool(order), buffer_size=buffer_size,
+        mapper, num_workers=process_num, ordered=bool(order), buffer_size=buffer_size,
         name=f"xmap({getattr(mapper, '__name__', 'mapper')})",
     )
 
@@ -259,3 +286,112 @@ class _CacheIterator(DatasetIterator):
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "cache", ("next",))
         self._k = state["next"]
+
+
+class ChunkShuffleDataset(Dataset):
+    """PaddlePaddle's chunk shuffle (``shuffle(..., mode="chunk")``): consecutive chunks
+    of ``buf_size`` items, each shuffled by ``random.shuffle``. ``seed=None`` draws from
+    the :mod:`random` module's generator; an int seeds a generator of this dataset's own
+    that every iterator continues.
+
+    >>> import random
+    >>> random.seed(5)
+    >>> out = ChunkShuffleDataset(Dataset.range(5), 2, seed=None).to_list()
+    >>> random.seed(5); a, b, c = [0, 1], [2, 3], [4]
+    >>> random.shuffle(a); random.shuffle(b); random.shuffle(c)
+    >>> out == a + b + c
+    True
+    """
+
+    def __init__(self, parent: Dataset, buf_size: int, *, seed: int | None) -> None:
+        super().__init__()
+        self._parents = (parent,)
+        self._buf_size = buf_size
+        self._seed = seed
+        self._rng: random.Random | None = None if seed is None else random.Random(seed)
+
+    @property
+    def name(self) -> str:
+        return f"chunk_shuffle({self._buf_size})"
+
+    def generator(self) -> Any:
+        """What the next chunk is shuffled with: this dataset's ``random.Random``, or the
+        :mod:`random` module itself (its ``shuffle``/``getstate`` are its generator's)."""
+        return self._rng if self._rng is not None else random
+
+    def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
+        return _ChunkShuffleIterator(self, self._parents[0]._build(ctx))
+
+
+class _ChunkShuffleIterator(DatasetIterator):
+    def __init__(self, owner: ChunkShuffleDataset, parent: DatasetIterator) -> None:
+        self._owner = owner
+        self._parent = parent
+        self._rng: random.Random | None = None  # a private generator after set_state
+        self._chunk: list = []
+        self._k = 0  # items of the chunk already yielded
+        self._start: Any = None  # (parent state, generator state) at the chunk's start
+        self._state_error: StateError | None = None
+
+    def _generator(self) -> Any:
+        return self._rng if self._rng is not None else self._owner.generator()
+
+    def _fill(self) -> None:
+        rng = self._generator()
+        try:
+            start: Any = (self._parent.get_state(), rng.getstate())
+        except StateError as exc:
+            start, self._state_error = None, exc
+        chunk = []
+        for item in self._parent:
+            chunk.append(item)
+            if len(chunk) == self._owner._buf_size:
+                break
+        rng.shuffle(chunk)
+        self._chunk, self._k, self._start = chunk, 0, start
+
+    def __next__(self) -> Any:
+        if self._k == len(self._chunk):
+            self._fill()
+            if not self._chunk:
+                raise StopIteration
+        self._k += 1
+        return self._chunk[self._k - 1]
+
+    def get_state(self) -> dict[str, Any]:
+        if self._k == len(self._chunk):  # between chunks: the next one starts here
+            return {"type": "chunk_shuffle", "parent": self._parent.get_state(),
+                    "random": _json_random(self._generator().getstate()), "next": 0}
+        if self._start is None:
+            raise StateNotSupportedError(
+                f"chunk shuffle cannot report its position because its input cannot: "
+                f"{self._state_error}"
+            ) from self._state_error
+        parent, rng = self._start
+        return {"type": "chunk_shuffle", "parent": parent, "random": _json_random(rng),
+                "next": self._k}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        check_state(state, "chunk_shuffle", ("parent", "random", "next"))
+        version, internal, gauss = state["random"]
+        rng = random.Random()
+        rng.setstate((version, tuple(internal), gauss))
+        if self._owner._rng is not None:
+            self._owner._rng.setstate(rng.getstate())  # the dataset's own stream goes on
+            self._rng = None
+        else:  # never touch the random module's generator: go on with a private copy
+            self._rng = rng
+        self._parent.set_state(state["parent"])
+        self._chunk, self._k = [], 0
+        if state["next"]:
+            self._fill()
+            self._k = min(int(state["next"]), len(self._chunk))
+
+    def close(self) -> None:
+        self._chunk = []
+        self._parent.close()
+
+
+def _json_random(state: tuple) -> list:
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
