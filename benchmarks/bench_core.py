@@ -37,7 +37,7 @@ def feedline_dataset_api():
 
 def feedline_workers(n):
     def run():
-        ds = Dataset.from_reader(w.cpu_source).map(w.cpu_bound, workers=n)
+        ds = Dataset.from_reader(w.cpu_source).map(w.cpu_bound, num_workers=n)
         assert sum(1 for _ in ds) == w.CPU_ITEMS
 
     return run

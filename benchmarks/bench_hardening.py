@@ -3,7 +3,7 @@
 * ``image``: JPEG decode of photo-sized images (480 x 360, from the scikit-learn sample
   photos) with the pixel budget (the header is read first) vs ``max_pixels=None`` (no
   header read), images/s;
-* ``timeout``: ``Dataset.range(n).map(f, workers=2)`` with and without ``timeout=``
+* ``timeout``: ``Dataset.range(n).map(f, num_workers=2)`` with and without ``timeout=``
   (which sends one item per message so that a timeout names its element), for a cheap
   mapper (about 20 us) and a costlier one (about 1 ms), items/s;
 * ``resync``: TFRecord ``on_error="skip"`` over 20,000 records with 1% of them damaged
@@ -88,8 +88,8 @@ def _costly(x):
 def bench_timeout(repeat: int) -> list[list[str]]:
     rows = []
     for label, fn, n in (("map, ~20 us mapper", _cheap, 20_000), ("map, ~1 ms mapper", _costly, 1_000)):
-        with_t = Dataset.range(n).map(fn, workers=2, timeout=60)
-        without = Dataset.range(n).map(fn, workers=2)
+        with_t = Dataset.range(n).map(fn, num_workers=2, timeout=60)
+        without = Dataset.range(n).map(fn, num_workers=2)
         try:
             with_t.to_list()
             without.to_list()  # warm up: workers started

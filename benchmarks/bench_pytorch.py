@@ -6,7 +6,7 @@ epoch over ``--count`` ImageNet-sized JPEGs from ``make_images.py`` (400-520 px 
 as one TFRecord file (a label byte, then the JPEG bytes), read into memory by the OS cache
 after the warm-up. Side by side, with ``--workers`` processes each (default 2):
 
-* **feedline iterator**: ``Dataset.from_source(tfrecord.read) .map(work, workers=W)
+* **feedline iterator**: ``Dataset.from_source(tfrecord.read) .map(work, num_workers=W)
   .batch(64, collate="numpy")``, iterated directly (feedline's own worker processes);
 * **feedline in DataLoader**: ``DataLoader(pipeline.as_torch(), num_workers=W,
   batch_size=64)`` over ``from_source(tfrecord.read).map(work)``: each DataLoader worker
@@ -97,7 +97,7 @@ def feedline_pipeline(path: pathlib.Path, workers: int):
     from feedline import Dataset, tfrecord
 
     src = Dataset.from_source(lambda: tfrecord.read(path), name="tfrecord")
-    return src.map(Work(), workers=workers).batch(BATCH, collate="numpy")
+    return src.map(Work(), num_workers=workers).batch(BATCH, collate="numpy")
 
 
 def in_dataloader(path: pathlib.Path, workers: int, *, feedline_batches: bool = False):

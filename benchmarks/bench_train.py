@@ -114,13 +114,13 @@ def main(argv: list[str] | None = None) -> None:
     n = len(x) * passes
     with tempfile.TemporaryDirectory(prefix="feedline-bench-train-") as tmp:
         packed = pack(images, tmp)
-        records = train_pipeline(packed.train, scale=images.scale, batch_size=BATCH, workers=2, seed=0)
-        in_process = train_pipeline(packed.train, scale=images.scale, batch_size=BATCH, workers=2,
+        records = train_pipeline(packed.train, scale=images.scale, batch_size=BATCH, num_workers=2, seed=0)
+        in_process = train_pipeline(packed.train, scale=images.scale, batch_size=BATCH, num_workers=2,
                                     seed=0, prefetch="auto", process=True)
         in_nice_process = train_pipeline(packed.train, scale=images.scale, batch_size=BATCH,
-                                         workers=2, seed=0, prefetch="auto", process=True, nice=10)
+                                         num_workers=2, seed=0, prefetch="auto", process=True, nice=10)
         process_decodes = train_pipeline(packed.train, scale=images.scale, batch_size=BATCH,
-                                         workers=0, seed=0, prefetch="auto", process=True)
+                                         num_workers=0, seed=0, prefetch="auto", process=True)
 
         loop = torch_loop(x, y, passes)
         in_memory, close_memory = feedline_runner(

@@ -1,4 +1,4 @@
-"""Worker processes: feedline ``map(fn, workers=N)`` vs PyTorch's ``DataLoader(num_workers=N)``.
+"""Worker processes: feedline ``map(fn, num_workers=N)`` vs PyTorch's ``DataLoader(num_workers=N)``.
 
 Run: python benchmarks/bench_workers.py [--quick]   (results -> benchmarks/results/workers.md)
 
@@ -11,7 +11,7 @@ Side by side in one run, on the same functions:
    (``batch_size=None``), the DataLoader's most direct equivalent of ``map``.
 2. Per-item overhead: a trivial map (``x + 1`` on ints) through 2 workers, items/s.
 3. Time to first batch from a fresh pool of 2 workers: a batch of 32 arrays from
-   :func:`augment` (feedline ``map(workers=2).batch(32, collate="numpy")`` vs
+   :func:`augment` (feedline ``map(num_workers=2).batch(32, collate="numpy")`` vs
    ``DataLoader(batch_size=32, num_workers=2)``), and the first item of the trivial map
    (start-up cost alone); feedline with ``start_method="spawn"`` beside it, to show why
    ``fork`` is the default.
@@ -93,7 +93,7 @@ def throughput(n_items: int, repeat: int) -> dict[str, float | None]:
                            repeat=1, warmup=0)
     rates["in-thread"] = n_items / serial
     for workers in (1, 2):
-        ds = Dataset.range(n_items).map(augment, workers=workers)
+        ds = Dataset.range(n_items).map(augment, num_workers=workers)
         t = harness.timed(lambda ds=ds: consume_arrays(ds, n_items), repeat=repeat)
         ds.close()
         rates[f"feedline-{workers}"] = n_items / t
@@ -109,7 +109,7 @@ def throughput(n_items: int, repeat: int) -> dict[str, float | None]:
 
 def overhead(n_items: int, repeat: int) -> dict[str, float | None]:
     rates: dict[str, float | None] = {}
-    ds = Dataset.range(n_items).map(inc, workers=2)
+    ds = Dataset.range(n_items).map(inc, num_workers=2)
     rates["feedline"] = n_items / harness.timed(lambda: consume_items(ds, n_items), repeat=repeat)
     ds.close()
     rates["dataloader"] = None
@@ -202,9 +202,9 @@ def main(argv: list[str] | None = None) -> None:
         [
             ["in-thread `map(augment)` (no workers)", harness.fmt_rate(thr["in-thread"]),
              harness.ratio(thr["in-thread"], dl2), harness.ratio(thr["in-thread"], fl1)],
-            ["feedline `map(augment, workers=1)`", harness.fmt_rate(fl1), harness.ratio(fl1, dl2),
+            ["feedline `map(augment, num_workers=1)`", harness.fmt_rate(fl1), harness.ratio(fl1, dl2),
              "1.00x"],
-            ["feedline `map(augment, workers=2)`", harness.fmt_rate(fl2), harness.ratio(fl2, dl2),
+            ["feedline `map(augment, num_workers=2)`", harness.fmt_rate(fl2), harness.ratio(fl2, dl2),
              harness.ratio(fl2, fl1)],
             [f"DataLoader(num_workers=2) (torch {torch_version})", harness.fmt_rate(dl2), "1.00x"
              if dl2 else harness.NOT_INSTALLED, harness.ratio(dl2, fl1)],
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     table2 = harness.markdown_table(
         ["pipeline", "items/s", "vs DataLoader(2)"],
         [
-            ["feedline `map(inc, workers=2)`", harness.fmt_rate(ovh["feedline"]),
+            ["feedline `map(inc, num_workers=2)`", harness.fmt_rate(ovh["feedline"]),
              harness.ratio(ovh["feedline"], ovh["dataloader"])],
             [f"DataLoader(num_workers=2, batch_size=None) (torch {torch_version})",
              harness.fmt_rate(ovh["dataloader"]), "1.00x" if ovh["dataloader"] else

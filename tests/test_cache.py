@@ -180,7 +180,7 @@ def test_in_memory_cache_and_arguments():
 
 
 def test_cache_after_worker_map_and_per_rank_under_sharding(tmp_path):
-    ds = Dataset.range(12).map(_plus_one, workers=2)
+    ds = Dataset.range(12).map(_plus_one, num_workers=2)
     try:
         cached = ds.cache(tmp_path / "w", shard_size=5)
         assert cached.to_list() == list(range(1, 13)) and cached.is_cached()

@@ -55,7 +55,7 @@ def test_group_and_round_up_resume_everywhere_and_map_over_workers():
     def build():
         return Dataset.range(11).global_shuffle(seed=1).round_up(4).group(4)
 
-    threaded = build().map(sum, workers=2)
+    threaded = build().map(sum, num_workers=2)
     assert threaded.to_list() == build().map(sum).to_list()
     threaded.close()
 

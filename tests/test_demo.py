@@ -53,6 +53,32 @@ def test_demo_quick_run_trains_reports_and_resumes(tmp_path, capsys, leak_check)
     printed = capsys.readouterr().out
     assert "resuming from checkpoint-p0004-s000000180.flc" in printed
     assert [line.split(":")[0] for line in printed.splitlines() if line.startswith("pass ")] == ["pass 4"]
+    assert "after 5 passes" in printed and "(1 pass run now, " in printed
+    resumed = json.loads((out / "summary.json").read_text())
+    # the summary covers the whole run, not only the pass this process ran
+    assert resumed["passes"] == 5 and resumed["passes_this_run"] == 1
+    assert resumed["resumed_from"] == "checkpoint-p0004-s000000180.flc"
+    assert resumed["test_accuracy"] >= summary["test_accuracy"] - 0.02
+    assert resumed["train_cost"] is not None and resumed["train_samples_per_second"] > 0
+    # the stage table lists interleave's per-file readers before the interleave (pipeline order)
+    stages = [s["name"] for s in resumed["pipeline"]["stages"]]
+    assert [n.split("(")[0] for n in stages] == ["global_shuffle"] + ["recordio"] * 4 + [
+        "interleave", "shuffle", "map", "batch", "prefetch", "feed"]
+    assert [s["position"] for s in resumed["pipeline"]["stages"]] == list(range(len(stages)))
+    leak_check.assert_clean()
+
+    # resuming a finished run trains nothing and leaves summary.json alone
+    before = (out / "summary.json").read_bytes()
+    assert main(["demo", "--out", str(out), "--passes", "5", "--resume", "--no-plot"]) == 0
+    printed = capsys.readouterr().out
+    assert "has already finished its 5 passes" in printed and "summary.json is unchanged" in printed
+    assert (out / "summary.json").read_bytes() == before
+    # a run without --resume starts afresh: the old checkpoints and logs are replaced
+    assert main(["demo", "--out", str(out), "--passes", "1", "--no-plot", "--num-workers", "0"]) == 0
+    capsys.readouterr()
+    assert sorted(os.listdir(out / "checkpoints")) == ["checkpoint-p0001-s000000045.flc"]
+    with open(out / "logs" / "passes.csv") as f:
+        assert [r["pass_id"] for r in csv.DictReader(f)] == ["0"]
     assert json.loads((out / "summary.json").read_text())["passes"] == 1
     leak_check.assert_clean()
 
@@ -60,8 +86,8 @@ def test_demo_quick_run_trains_reports_and_resumes(tmp_path, capsys, leak_check)
 def test_demo_rejects_bad_options(tmp_path, capsys):
     assert main(["demo", "--passes", "0", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err == "feedline demo: error: --passes must be a positive int, got 0\n"
-    assert main(["demo", "--workers", "-1", "--out", str(tmp_path)]) == 2
-    assert capsys.readouterr().err == "feedline demo: error: --workers must be >= 0, got -1\n"
+    assert main(["demo", "--num-workers", "-1", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "feedline demo: error: --num-workers must be >= 0, got -1\n"
 
 
 def test_demo_reads_mnist_idx_files(tmp_path, capsys):
@@ -78,7 +104,7 @@ def test_demo_reads_mnist_idx_files(tmp_path, capsys):
         write_idx(mnist / f"{prefix}-images-idx3-ubyte.gz", images)
         write_idx(mnist / f"{prefix}-labels-idx1-ubyte", labels)
     out = tmp_path / "out"
-    assert main(["demo", "--mnist", str(mnist), "--out", str(out), "--passes", "1", "--workers", "0",
+    assert main(["demo", "--mnist", str(mnist), "--out", str(out), "--passes", "1", "--num-workers", "0",
                  "--no-plot"]) == 0
     printed = capsys.readouterr().out
     assert "data: MNIST, 160 images of 28x28 pixels -> 120 for training, 40 for testing" in printed

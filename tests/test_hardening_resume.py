@@ -20,7 +20,7 @@ def build(rank, world, *, backend="process", direct=False):
     ds = Dataset.range(N).shard(rank, world, policy="none")
     if not direct:
         ds = ds.prefetch(2)
-    return ds.map(ident, workers=2, backend=backend)
+    return ds.map(ident, num_workers=2, backend=backend)
 
 
 @pytest.mark.parametrize("old, new", [(4, 2), (2, 3), (3, 1)])

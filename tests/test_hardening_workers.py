@@ -46,7 +46,7 @@ def stuck(x):                       # user code that never returns
         time.sleep(0.01)
 
 def consume():
-    ds = Dataset.range(100).map(stuck, workers=2)
+    ds = Dataset.range(100).map(stuck, num_workers=2)
     for _ in ds:
         pass
 

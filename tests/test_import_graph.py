@@ -11,7 +11,7 @@ Layers, lowest first (a module may import its own layer and those below it):
 0. core: ``_internal``, ``exceptions``, and the engine's protocol every reader
    implements (``dataset.base``, ``dataset.iterator``)
 1. ``storage``: opening bytes
-2. ``formats``: record formats
+2. ``formats``: record formats, and their short public names (``feedline.tfrecord`` ...)
 3. ``runtime``: threads and worker processes
 4. ``dataset``: the pipeline stages
 5. ``io``: file lists and splits
@@ -35,7 +35,9 @@ LAYERS = [
     ("feedline._internal", "feedline.exceptions", "feedline.dataset.base",
      "feedline.dataset.iterator"),
     ("feedline.storage",),
-    ("feedline.formats",),
+    ("feedline.formats", "feedline.tfrecord", "feedline.example", "feedline.recordio",
+     "feedline.csv", "feedline.text", "feedline.fixed", "feedline.idx", "feedline.ndarray_file",
+     "feedline.sharded", "feedline.parquet", "feedline.webdataset"),
     ("feedline.runtime",),
     ("feedline.dataset",),
     ("feedline.io",),
@@ -205,8 +207,8 @@ def test_every_module_has_a_layer():
 def test_top_level_holds_public_modules_and_internal_only():
     private = sorted(
         p.name for p in PACKAGE.iterdir()
-        if p.name.startswith("_") and p.name not in {"__init__.py", "__main__.py", "_internal",
-                                                      "__pycache__"}
+        if p.name.startswith("_") and p.name not in {"__init__.py", "__init__.pyi", "__main__.py",
+                                                      "_internal", "__pycache__"}
     )
     assert private == []
 

@@ -90,7 +90,7 @@ def _double(x):
 
 def test_mix_then_worker_map_resumes_exactly():
     ds = Dataset.mix([Dataset.range(5), Dataset.range(10, 15)], [1, 1], seed=1,
-                     stop_on_empty=False).map(_double, workers=2)
+                     stop_on_empty=False).map(_double, num_workers=2)
     try:
         full = assert_resumes_everywhere(ds, max_steps=4)
     finally:

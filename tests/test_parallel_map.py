@@ -1,4 +1,4 @@
-"""map(fn, workers=N): results, order, state, seeding, shared memory, pool reuse."""
+"""map(fn, num_workers=N): results, order, state, seeding, shared memory, pool reuse."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def stream(n):
 
 # ---------------------------------------------------------------------------- results
 def test_ordered_equals_in_thread_map_over_random_access(closing, leak_check):
-    ds = Dataset.range(57).map(square, workers=2)
+    ds = Dataset.range(57).map(square, num_workers=2)
     closing(ds)
     assert isinstance(ds, ParallelMapDataset)
     assert ds.to_list() == Dataset.range(57).map(square).to_list()
@@ -49,7 +49,7 @@ def test_ordered_equals_in_thread_map_over_random_access(closing, leak_check):
 
 
 def test_ordered_equals_in_thread_map_over_stream(closing, leak_check):
-    ds = stream(41).map(lambda x: (x, str(x)), workers=3)
+    ds = stream(41).map(lambda x: (x, str(x)), num_workers=3)
     closing(ds)
     assert ds.to_list() == [(x, str(x)) for x in range(41)]
     ds.close()
@@ -59,7 +59,7 @@ def test_ordered_equals_in_thread_map_over_stream(closing, leak_check):
 @pytest.mark.parametrize("source", ["random_access", "stream"])
 def test_unordered_yields_the_same_multiset(closing, source):
     parent = Dataset.range(200) if source == "random_access" else stream(200)
-    ds = parent.map(square, workers=2, ordered=False)
+    ds = parent.map(square, num_workers=2, ordered=False)
     closing(ds)
     assert sorted(ds.to_list()) == [x * x for x in range(200)]
 
@@ -80,7 +80,7 @@ def test_large_arrays_arrive_intact_and_writable(closing):
 
 def test_arrays_sent_from_a_stream_parent_reach_the_workers(closing):
     parent = Dataset.from_reader(lambda: (image(i) for i in range(6)), deterministic=True)
-    ds = parent.map(lambda a: float(a.sum()), workers=2)
+    ds = parent.map(lambda a: float(a.sum()), num_workers=2)
     closing(ds)
     assert ds.to_list() == [float(image(i).sum()) for i in range(6)]
 
@@ -97,7 +97,7 @@ def test_non_contiguous_and_odd_results(closing):
 
 
 def test_batches_of_arrays_through_workers(closing):
-    ds = Dataset.range(10).map(image, workers=2).batch(4, collate="numpy")
+    ds = Dataset.range(10).map(image, num_workers=2).batch(4, collate="numpy")
     closing(ds)
     batches = ds.to_list()
     assert [b.shape for b in batches] == [(4, 150_000), (4, 150_000), (2, 150_000)]
@@ -105,7 +105,7 @@ def test_batches_of_arrays_through_workers(closing):
 
 
 def test_many_small_items_are_chunked(closing):
-    ds = Dataset.range(20_000).map(lambda x: x + 1, workers=2)
+    ds = Dataset.range(20_000).map(lambda x: x + 1, num_workers=2)
     closing(ds)
     it = ds.iterator()
     assert list(it) == list(range(1, 20_001))
@@ -120,7 +120,7 @@ def test_pipe_transport_gives_the_same_results(closing):
 
 def test_too_small_dev_shm_falls_back_to_pipes_with_a_warning(closing, monkeypatch):
     monkeypatch.setattr(shm_mod, "shm_free_bytes", lambda path=shm_mod.SHM_DIR: 1000)
-    ds = Dataset.range(8).map(image, workers=2)
+    ds = Dataset.range(8).map(image, num_workers=2)
     closing(ds)
     with pytest.warns(RuntimeWarning, match=r"/dev/shm is too small.*falling back to pickling"):
         out = ds.to_list()
@@ -145,7 +145,7 @@ def test_missing_dev_shm_is_detected(closing, monkeypatch):
 
 def test_transport_from_environment(closing, monkeypatch):
     monkeypatch.setenv("FEEDLINE_TRANSPORT", "pipe")
-    ds = Dataset.range(6).map(square, workers=2)
+    ds = Dataset.range(6).map(square, num_workers=2)
     closing(ds)
     assert ds.transport == "pipe"
     assert ds.to_list() == [x * x for x in range(6)]
@@ -153,26 +153,26 @@ def test_transport_from_environment(closing, monkeypatch):
 
 # ---------------------------------------------------------------------------- state
 def test_resumes_everywhere_over_random_access(closing):
-    ds = Dataset.range(23).map(square, workers=2)
+    ds = Dataset.range(23).map(square, num_workers=2)
     closing(ds)
     assert assert_resumes_everywhere(ds) == [x * x for x in range(23)]
 
 
 def test_resumes_everywhere_over_a_stream(closing):
-    ds = stream(23).map(square, workers=2)
+    ds = stream(23).map(square, num_workers=2)
     closing(ds)
     assert assert_resumes_everywhere(ds) == [x * x for x in range(23)]
 
 
 def test_resumes_everywhere_when_chunked_and_batched(closing):
-    ds = stream(300).map(lambda x: x - 1, workers=2).batch(7)
+    ds = stream(300).map(lambda x: x - 1, num_workers=2).batch(7)
     closing(ds)
     full = assert_resumes_everywhere(ds)
     assert sum(full, []) == list(range(-1, 299))
 
 
 def test_resume_after_many_items_with_array_results(closing):
-    ds = Dataset.range(40).map(image, workers=2, buffer_size=5)
+    ds = Dataset.range(40).map(image, num_workers=2, buffer_size=5)
     closing(ds)
     it = ds.iterator()
     for _ in range(17):
@@ -187,7 +187,7 @@ def test_resume_after_many_items_with_array_results(closing):
 @pytest.mark.parametrize("source", ["random_access", "stream"])
 def test_set_state_on_a_running_iterator(closing, source):
     parent = Dataset.range(40) if source == "random_access" else stream(40)
-    ds = parent.map(lambda x: -x, workers=2)
+    ds = parent.map(lambda x: -x, num_workers=2)
     closing(ds)
     assert_set_state_goes_back(ds, 40)  # set_state cancels the work in flight
 
@@ -195,7 +195,7 @@ def test_set_state_on_a_running_iterator(closing, source):
 @pytest.mark.parametrize("source", ["random_access", "stream"])
 def test_unordered_resumes_with_the_remaining_multiset(closing, source):
     parent = Dataset.range(30) if source == "random_access" else stream(30)
-    ds = parent.map(square, workers=2, ordered=False)
+    ds = parent.map(square, num_workers=2, ordered=False)
     closing(ds)
     assert sorted(assert_resumes_as_multiset(ds)) == sorted(x * x for x in range(30))
 
@@ -208,7 +208,7 @@ def test_unordered_state_lists_positions_yielded_out_of_order(closing):
             time.sleep(0.3)
         return x
 
-    ds = Dataset.range(6).map(late_zero, workers=2, ordered=False)
+    ds = Dataset.range(6).map(late_zero, num_workers=2, ordered=False)
     closing(ds)
     it = ds.iterator()
     first = next(it)
@@ -220,7 +220,7 @@ def test_unordered_state_lists_positions_yielded_out_of_order(closing):
 
 
 def test_state_of_a_stream_input_that_cannot_resume(closing):
-    ds = Dataset.from_reader(lambda: iter(range(5))).map(square, workers=2)
+    ds = Dataset.from_reader(lambda: iter(range(5))).map(square, num_workers=2)
     closing(ds)
     it = ds.iterator()
     assert list(it) == [0, 1, 4, 9, 16]
@@ -229,8 +229,8 @@ def test_state_of_a_stream_input_that_cannot_resume(closing):
 
 
 def test_state_from_another_kind_of_input_is_refused(closing):
-    ra = Dataset.range(10).map(square, workers=1)
-    st = stream(10).map(square, workers=1)
+    ra = Dataset.range(10).map(square, num_workers=1)
+    st = stream(10).map(square, num_workers=1)
     closing(ra)
     closing(st)
     with pytest.raises(StateError, match="over a stream input"):
@@ -253,7 +253,7 @@ def test_buffer_size_bounds_items_in_flight(closing):
             pulled.append(i)
             yield i
 
-    ds = Dataset.from_reader(reader).map(square, workers=2, buffer_size=6)
+    ds = Dataset.from_reader(reader).map(square, num_workers=2, buffer_size=6)
     closing(ds)
     it = ds.iterator()
     assert next(it) == 0
@@ -263,9 +263,9 @@ def test_buffer_size_bounds_items_in_flight(closing):
 
 # ---------------------------------------------------------------------------- seeding
 def test_same_seed_gives_identical_random_draws(closing):
-    a = Dataset.range(40).map(noisy, workers=2, seed=7)
-    b = Dataset.range(40).map(noisy, workers=2, seed=7)
-    c = Dataset.range(40).map(noisy, workers=2, seed=8)
+    a = Dataset.range(40).map(noisy, num_workers=2, seed=7)
+    b = Dataset.range(40).map(noisy, num_workers=2, seed=7)
+    c = Dataset.range(40).map(noisy, num_workers=2, seed=8)
     for ds in (a, b, c):
         closing(ds)
     out_a, out_b, out_c = a.to_list(), b.to_list(), c.to_list()
@@ -274,11 +274,11 @@ def test_same_seed_gives_identical_random_draws(closing):
     # workers draw different streams, and each epoch draws anew
     assert len({draw for _, draw, _ in out_a}) == 40
     assert a.to_list() != out_a
-    assert Dataset.range(40).map(noisy, workers=2, seed=7).to_list() == out_a
+    assert Dataset.range(40).map(noisy, num_workers=2, seed=7).to_list() == out_a
 
 
 def test_no_seed_still_gives_every_worker_its_own_stream(closing):
-    ds = Dataset.range(20).map(noisy, workers=2)
+    ds = Dataset.range(20).map(noisy, num_workers=2)
     closing(ds)
     draws = [np_draw for _, _, np_draw in ds.to_list()]
     assert len(set(draws)) == 20
@@ -290,8 +290,8 @@ def test_torch_is_seeded_in_workers_when_imported(closing):
     def draw(x):
         return float(torch.rand(1))
 
-    a = Dataset.range(6).map(draw, workers=2, seed=3)
-    b = Dataset.range(6).map(draw, workers=2, seed=3)
+    a = Dataset.range(6).map(draw, num_workers=2, seed=3)
+    b = Dataset.range(6).map(draw, num_workers=2, seed=3)
     closing(a)
     closing(b)
     assert a.to_list() == b.to_list()
@@ -299,7 +299,7 @@ def test_torch_is_seeded_in_workers_when_imported(closing):
 
 # ---------------------------------------------------------------------------- pool
 def test_workers_are_kept_across_epochs_and_stopped_by_close(leak_check):
-    ds = Dataset.range(10).map(lambda x: (x, os.getpid()), workers=2)
+    ds = Dataset.range(10).map(lambda x: (x, os.getpid()), num_workers=2)
     first = ds.to_list()
     pids = set(ds.worker_pids)
     assert len(pids) == 2 and {pid for _, pid in first} == pids
@@ -313,14 +313,14 @@ def test_workers_are_kept_across_epochs_and_stopped_by_close(leak_check):
 
 
 def test_dropping_the_dataset_stops_its_workers(leak_check):
-    ds = Dataset.range(10).map(square, workers=2)
+    ds = Dataset.range(10).map(square, num_workers=2)
     assert ds.to_list()[-1] == 81
     del ds
     leak_check.assert_clean()
 
 
 def test_an_iterator_outliving_its_dataset_keeps_working(leak_check):
-    it = Dataset.range(30).map(square, workers=2).iterator()
+    it = Dataset.range(30).map(square, num_workers=2).iterator()
     assert [next(it) for _ in range(3)] == [0, 1, 4]
     assert list(it)[-1] == 29 * 29
     it.close()
@@ -328,13 +328,13 @@ def test_an_iterator_outliving_its_dataset_keeps_working(leak_check):
 
 
 def test_two_iterators_at_once(closing):
-    ds = Dataset.range(15).map(square, workers=2)
+    ds = Dataset.range(15).map(square, num_workers=2)
     closing(ds)
     assert ds.zip(ds).to_list() == [(x * x, x * x) for x in range(15)]
 
 
 def test_auto_workers_choose_within_the_budget(closing):
-    ds = Dataset.range(40).map(square, workers="auto")
+    ds = Dataset.range(40).map(square, num_workers="auto")
     closing(ds)
     assert ds.to_list() == [x * x for x in range(40)]
     assert 1 <= ds._holder.workers <= ds.cpu_budget
@@ -368,7 +368,7 @@ def test_spawn_needs_a_picklable_function(closing):
 
 
 def test_buffer_fill_is_a_fraction(closing):
-    ds = Dataset.range(50).map(square, workers=2)
+    ds = Dataset.range(50).map(square, num_workers=2)
     closing(ds)
     it = ds.iterator()._it
     fills = []
@@ -410,11 +410,11 @@ def test_bad_arguments_of_the_stage(kwargs, exc, match):
 def test_bad_start_method_in_environment(monkeypatch):
     monkeypatch.setenv("FEEDLINE_START_METHOD", "thread")
     with pytest.raises(ValueError, match="FEEDLINE_START_METHOD must be one of"):
-        Dataset.range(3).map(square, workers=1)
+        Dataset.range(3).map(square, num_workers=1)
 
 
 def test_warnings_are_not_raised_in_the_normal_case(closing):
-    ds = Dataset.range(5).map(square, workers=2)
+    ds = Dataset.range(5).map(square, num_workers=2)
     closing(ds)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -422,7 +422,7 @@ def test_warnings_are_not_raised_in_the_normal_case(closing):
 
 
 def test_dataset_close_stops_every_worker_stage_in_the_pipeline(leak_check):
-    ds = Dataset.range(20).map(square, workers=2).batch(4).map(len, workers=1)
+    ds = Dataset.range(20).map(square, num_workers=2).batch(4).map(len, num_workers=1)
     assert sum(ds.to_list()) == 20
     inner = ds._parents[0]._parents[0]
     assert inner.worker_pids and ds.worker_pids
@@ -444,7 +444,7 @@ def ragged(i):
 
 
 def test_small_array_results_arrive_equal_writable_and_independent(closing):
-    ds = stream(300).map(small_sample, workers=2)
+    ds = stream(300).map(small_sample, num_workers=2)
     closing(ds)
     for _ in range(2):  # the second epoch starts with what the first one measured
         out = ds.to_list()
@@ -458,7 +458,7 @@ def test_small_array_results_arrive_equal_writable_and_independent(closing):
 
 
 def test_results_that_do_not_stack_arrive_as_they_were(closing):
-    ds = stream(50).map(ragged, workers=2)
+    ds = stream(50).map(ragged, num_workers=2)
     closing(ds)
     out = ds.to_list()
     assert [a.tolist() for a in out] == [ragged(i).tolist() for i in range(50)]
@@ -511,7 +511,7 @@ def failing_stream(n, bad):
 
 @pytest.mark.parametrize("batched", [False, True])
 def test_an_error_of_the_input_is_raised_in_its_place(closing, batched):
-    ds = failing_stream(40, 5).map(square, workers=2)
+    ds = failing_stream(40, 5).map(square, num_workers=2)
     closing(ds)
     it = (ds.batch(3) if batched else ds).iterator()
     got = []

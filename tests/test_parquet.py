@@ -90,10 +90,10 @@ def test_batches_are_numpy_columns_without_per_row_objects(mixed):
     assert inside.base is not None and not inside.flags.writeable
 
 
-def test_drop_last_and_lengths(tmp_path):
+def test_drop_remainder_and_lengths(tmp_path):
     path = make_ids(tmp_path, 10, 4)
     assert len(read_batches(path, batch_size=3)) == 4
-    ds = read_batches(path, batch_size=3, drop_last=True)
+    ds = read_batches(path, batch_size=3, drop_remainder=True)
     assert len(ds) == 3
     assert [b["id"].tolist() for b in ds] == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
 
@@ -194,14 +194,14 @@ def test_rebatch_of_split_fragments_resumes_from_every_step(tmp_path):
     other = rebatch(split(read_fragments(path).global_shuffle(seed=2), 0, 2, policy="none"), 3)
     ids = [i for part in (ds, other) for b in part.iterator(epoch=0) for i in b["id"].tolist()]
     assert sorted(ids) == list(range(29))
-    assert_resumes_everywhere(rebatch(read_fragments(path), 5, drop_last=True))
+    assert_resumes_everywhere(rebatch(read_fragments(path), 5, drop_remainder=True))
 
 
 def test_rebatch_cuts_across_fragments_exactly(tmp_path):
     path = make_ids(tmp_path, 10, 3)
     out = rebatch(read_fragments(path), 4).to_list()
     assert [b["id"].tolist() for b in out] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
-    assert [b["sq"].tolist() for b in rebatch(read_fragments(path), 4, drop_last=True)] == \
+    assert [b["sq"].tolist() for b in rebatch(read_fragments(path), 4, drop_remainder=True)] == \
         [[0, 1, 4, 9], [16, 25, 36, 49]]
 
 
@@ -255,7 +255,7 @@ def test_worker_processes_read_their_own_fragments(tmp_path):
     path = make_ids(tmp_path, 40, 7)
     ds = read_batches(path, batch_size=6)
     inline = [b["sq"].tolist() for b in ds]
-    with ds.map(lambda b: b["sq"].tolist(), workers=2).iterator() as it:
+    with ds.map(lambda b: b["sq"].tolist(), num_workers=2).iterator() as it:
         assert list(it) == inline
 
 
@@ -263,7 +263,7 @@ def test_threads_share_one_reader(tmp_path):
     path = make_ids(tmp_path, 300, 7)
     ds = read_rows(path, cache_fragments=3).global_shuffle(seed=5)
     expected = [r["sq"] for r in ds.iterator(epoch=0)]
-    threaded = ds.map(lambda r: r["sq"], workers=2, backend="thread")
+    threaded = ds.map(lambda r: r["sq"], num_workers=2, backend="thread")
     with threaded.iterator(epoch=0) as it:
         assert list(it) == expected
     assert sorted(expected) == [i * i for i in range(300)]

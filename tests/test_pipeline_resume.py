@@ -31,7 +31,7 @@ def pipeline(pattern: str, rank: int, world: int, *, workers: int):
             .shard(rank, world, policy="none")
             .interleave(lambda p: Dataset.from_source(lambda: tfrecord.read(p)), cycle_length=2)
             .shuffle(6, seed=4)
-            .map(decode, workers=workers)
+            .map(decode, num_workers=workers)
             .batch(4))
 
 

@@ -631,7 +631,7 @@ def tagged(x):
 
 
 def test_nested_worker_stages_run_in_the_background_process(closing, leak_check):
-    ds = Dataset.range(50).map(tagged, workers=2).batch(5).prefetch(2, process=True)
+    ds = Dataset.range(50).map(tagged, num_workers=2).batch(5).prefetch(2, process=True)
     closing(ds)
     out = ds.to_list()
     assert [[v for v, _ in b] for b in out] == [[x * 2 for x in range(j, j + 5)]
@@ -660,7 +660,7 @@ def niceness(pid: int) -> int:
 
 
 def test_nice_lowers_the_priority_of_the_process_and_of_the_workers_it_starts(closing):
-    ds = Dataset.range(20).map(tagged, workers=2).batch(5).prefetch(2, process=True, nice=7)
+    ds = Dataset.range(20).map(tagged, num_workers=2).batch(5).prefetch(2, process=True, nice=7)
     closing(ds)
     it = ds.iterator()
     first = next(it)
@@ -678,7 +678,7 @@ def test_nice_lowers_the_priority_of_the_process_and_of_the_workers_it_starts(cl
 
 
 def test_nested_workers_end_when_the_background_process_is_killed(closing, leak_check):
-    ds = Dataset.range(40).map(tagged, workers=2).prefetch(2, process=True)
+    ds = Dataset.range(40).map(tagged, num_workers=2).prefetch(2, process=True)
     closing(ds)
     it = ds.iterator()
     first = [next(it) for _ in range(3)]
@@ -1124,7 +1124,7 @@ def test_time_spent_waiting_for_the_consumer_does_not_count(closing):
 
 # ---------------------------------------------------------------------------- inside a daemon
 @pytest.mark.parametrize("make", [
-    lambda: Dataset.range(6).map(abs, workers=1),
+    lambda: Dataset.range(6).map(abs, num_workers=1),
     lambda: Dataset.range(6).prefetch(2, process=True),
 ], ids=["map-workers", "process-prefetch"])
 def test_a_worker_stage_inside_a_dataloader_worker_is_a_clear_error(make, closing):

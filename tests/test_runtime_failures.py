@@ -36,7 +36,7 @@ def slow(x):
 # ---------------------------------------------------------------------------- exceptions
 @pytest.mark.parametrize("ordered", [True, False])
 def test_mapper_exception_keeps_its_type_and_worker_traceback(ordered, leak_check):
-    ds = Dataset.range(20).map(fail_on_five, workers=2, ordered=ordered)
+    ds = Dataset.range(20).map(fail_on_five, num_workers=2, ordered=ordered)
     it = ds.iterator()
     got = []
     with pytest.raises(BadRecord, match="record 5 is bad") as info:
@@ -68,7 +68,7 @@ def test_unpicklable_exception_becomes_worker_error(leak_check):
     def boom(x):
         raise Local("local failure")
 
-    ds = Dataset.range(3).map(boom, workers=1)
+    ds = Dataset.range(3).map(boom, num_workers=1)
     with pytest.raises(WorkerError, match=r"Local: local failure") as info:
         ds.to_list()
     assert "boom" in info.value.__cause__.tb
@@ -86,7 +86,7 @@ def test_error_reading_a_random_access_input_names_the_phase():
                 raise KeyError("missing record 2")
             return i
 
-    ds = Dataset.from_random_access(Flaky()).map(lambda x: x, workers=2)
+    ds = Dataset.from_random_access(Flaky()).map(lambda x: x, num_workers=2)
     with pytest.raises(KeyError, match="missing record 2") as info:
         ds.to_list()
     if sys.version_info >= (3, 11):
@@ -99,7 +99,7 @@ def test_error_in_a_stream_input_comes_in_order():
         yield from range(4)
         raise OSError("disk went away")
 
-    ds = Dataset.from_reader(reader).map(lambda x: x * 10, workers=2)
+    ds = Dataset.from_reader(reader).map(lambda x: x * 10, num_workers=2)
     got = []
     with pytest.raises(OSError, match="disk went away"):
         for x in ds:
@@ -109,7 +109,7 @@ def test_error_in_a_stream_input_comes_in_order():
 
 
 def test_result_that_cannot_be_sent_back():
-    ds = Dataset.range(3).map(lambda x: (lambda: x), workers=1)
+    ds = Dataset.range(3).map(lambda x: (lambda: x), num_workers=1)
     with pytest.raises(TypeError, match="cannot be sent back from the worker process") as info:
         ds.to_list()
     if sys.version_info >= (3, 11):
@@ -119,7 +119,7 @@ def test_result_that_cannot_be_sent_back():
 
 def test_item_that_cannot_be_sent_to_a_worker():
     items = [1, 2, threading.Lock()]
-    ds = Dataset.from_reader(lambda: iter(items)).map(str, workers=1)
+    ds = Dataset.from_reader(lambda: iter(items)).map(str, num_workers=1)
     with pytest.raises(TypeError, match="pickle") as info:
         ds.to_list()
     if sys.version_info >= (3, 11):
@@ -136,7 +136,7 @@ def test_result_too_large_for_shared_memory_is_a_clear_error(monkeypatch, leak_c
         real(fd, size)
 
     monkeypatch.setattr(shm_mod, "_reserve", small_shm)  # inherited by the forked workers
-    ds = Dataset.range(4).map(lambda i: np.zeros(2_000_000, np.float32) + i, workers=1)
+    ds = Dataset.range(4).map(lambda i: np.zeros(2_000_000, np.float32) + i, num_workers=1)
     with pytest.raises(SharedMemoryError, match="/dev/shm is full"):
         ds.to_list()
     ds.close()
@@ -145,7 +145,7 @@ def test_result_too_large_for_shared_memory_is_a_clear_error(monkeypatch, leak_c
 
 # ---------------------------------------------------------------------------- dead workers
 def test_sigkill_of_a_worker_mid_epoch_raises_within_seconds(leak_check):
-    ds = Dataset.range(200).map(slow, workers=2)
+    ds = Dataset.range(200).map(slow, num_workers=2)
     it = ds.iterator()
     assert [next(it) for _ in range(3)] == [0, 1, 2]
     victim = ds.worker_pids[1]
@@ -167,7 +167,7 @@ def test_sigkill_of_a_worker_mid_epoch_raises_within_seconds(leak_check):
 
 
 def test_worker_killed_while_idle_is_replaced_on_the_next_iteration(leak_check):
-    ds = Dataset.range(6).map(lambda x: x + 1, workers=2)
+    ds = Dataset.range(6).map(lambda x: x + 1, num_workers=2)
     assert ds.to_list() == [1, 2, 3, 4, 5, 6]
     victim = ds.worker_pids[0]
     os.kill(victim, signal.SIGKILL)
@@ -187,14 +187,14 @@ def test_worker_calling_exit_is_reported():
     def leave(x):
         os._exit(3)
 
-    ds = Dataset.range(4).map(leave, workers=1)
+    ds = Dataset.range(4).map(leave, num_workers=1)
     with pytest.raises(WorkerDiedError, match="exited with code 3"):
         ds.to_list()
     ds.close()
 
 
 def test_closing_the_dataset_under_a_running_iterator():
-    ds = Dataset.range(100).map(slow, workers=2)
+    ds = Dataset.range(100).map(slow, num_workers=2)
     it = ds.iterator()
     next(it)
     ds.close()
@@ -206,14 +206,14 @@ def test_closing_the_dataset_under_a_running_iterator():
 
 # ---------------------------------------------------------------------------- no leaks
 def test_normal_end_leaves_nothing(leak_check):
-    ds = Dataset.range(30).map(lambda i: np.ones(100_000) * i, workers=2)
+    ds = Dataset.range(30).map(lambda i: np.ones(100_000) * i, num_workers=2)
     assert len(ds.to_list()) == 30
     ds.close()
     leak_check.assert_clean()
 
 
 def test_break_early_leaves_nothing(leak_check):
-    ds = Dataset.range(1000).map(lambda i: np.ones(100_000) * i, workers=2)
+    ds = Dataset.range(1000).map(lambda i: np.ones(100_000) * i, num_workers=2)
     for i, _ in enumerate(ds):
         if i == 3:
             break
@@ -231,7 +231,7 @@ def test_close_mid_iteration_cancels_queued_work(tmp_path, leak_check):
                 f.write(".")
         return x
 
-    ds = Dataset.range(2000).map(cheap_then_slow, workers=2)
+    ds = Dataset.range(2000).map(cheap_then_slow, num_workers=2)
     it = ds.iterator()
     assert [next(it) for _ in range(25)] == list(range(25))
     it.close()  # hands the workers back; queued items are skipped, not computed
@@ -244,7 +244,7 @@ def test_close_mid_iteration_cancels_queued_work(tmp_path, leak_check):
 
 
 def test_exception_in_the_consumer_leaves_nothing(leak_check):
-    ds = Dataset.range(100).map(slow, workers=2)
+    ds = Dataset.range(100).map(slow, num_workers=2)
     with pytest.raises(ZeroDivisionError):
         for x in ds:
             if x == 2:
@@ -268,7 +268,7 @@ def _ctrl_c_while_waiting_for_workers(leak_check):
         time.sleep(30)  # the first item cannot come back before the Ctrl-C
         return x
 
-    ds = Dataset.range(10).map(very_slow, workers=2)
+    ds = Dataset.range(10).map(very_slow, num_workers=2)
     it = ds.iterator()
     # delivered to the main thread, which is the one waiting for the workers
     timer = threading.Timer(
@@ -284,7 +284,7 @@ def _ctrl_c_while_waiting_for_workers(leak_check):
 
 
 def test_ctrl_c_during_an_iteration_does_not_kill_workers_mid_item():
-    ds = Dataset.range(4).map(slow, workers=2)
+    ds = Dataset.range(4).map(slow, num_workers=2)
     assert ds.to_list() == [0, 1, 2, 3]
     for pid in ds.worker_pids:
         os.kill(pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group
@@ -303,7 +303,7 @@ def _run_script(body: str, timeout: float = 60) -> subprocess.Popen:
 def test_interpreter_exit_without_close_leaves_no_process():
     proc = _run_script("""
         from feedline import Dataset
-        ds = Dataset.range(1000).map(lambda x: x, workers=2)
+        ds = Dataset.range(1000).map(lambda x: x, num_workers=2)
         it = iter(ds)
         next(it)
         print(*ds.worker_pids, flush=True)
@@ -321,7 +321,7 @@ def test_workers_exit_when_the_consumer_is_killed():
     proc = _run_script("""
         import time
         from feedline import Dataset
-        ds = Dataset.range(10**6).map(lambda x: x, workers=2)
+        ds = Dataset.range(10**6).map(lambda x: x, num_workers=2)
         it = iter(ds)
         next(it)
         print(*ds.worker_pids, flush=True)
@@ -338,7 +338,7 @@ def test_workers_exit_when_the_consumer_is_killed():
 
 def test_shared_memory_never_shows_up_in_dev_shm():
     before = {n for n in os.listdir("/dev/shm") if n.startswith("feedline")}
-    ds = Dataset.range(20).map(lambda i: np.ones(200_000) * i, workers=2)
+    ds = Dataset.range(20).map(lambda i: np.ones(200_000) * i, num_workers=2)
     it = iter(ds)
     next(it)
     during = {n for n in os.listdir("/dev/shm") if n.startswith("feedline")}

@@ -54,7 +54,7 @@ def test_bottleneck_names_the_slow_in_thread_stage():
 
 
 def test_bottleneck_names_the_saturated_worker_stage():
-    ds = Dataset.range(30).map(slow, workers=2, name="map(decode)").batch(5)
+    ds = Dataset.range(30).map(slow, num_workers=2, name="map(decode)").batch(5)
     try:
         report = run(ds)
     finally:
@@ -106,7 +106,7 @@ def test_tensorboard_scalars():
         def add_scalar(self, tag, value, step):
             self.scalars.append((tag, value, step))
 
-    ds = Dataset.range(6).map(lambda x: x, workers=1)
+    ds = Dataset.range(6).map(lambda x: x, num_workers=1)
     try:
         report = run(ds)
     finally:
@@ -128,7 +128,7 @@ def test_wrapped_iterators_forward_state_and_buffer_fill():
     assert list(resumed) == [[9, 12, 15], [18, 21, 24], [27]]
     assert resumed.stats().stages[-1].items == 3
 
-    pm = Dataset.range(5).map(lambda x: x, workers=1)
+    pm = Dataset.range(5).map(lambda x: x, num_workers=1)
     try:
         stats = PipelineStats()
         wrapped = stats.wrap(pm, pm._make_iterator(__import__(

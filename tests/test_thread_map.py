@@ -26,7 +26,7 @@ def stream(n: int) -> Dataset:
 @pytest.mark.parametrize("source", ["random-access", "stream"])
 def test_ordered_results_equal_the_in_thread_map(source):
     src = Dataset.range(40) if source == "random-access" else stream(40)
-    assert src.map(crc, workers=3, backend="thread").to_list() == [crc(i) for i in range(40)]
+    assert src.map(crc, num_workers=3, backend="thread").to_list() == [crc(i) for i in range(40)]
 
 
 def test_unordered_yields_everything_once():
@@ -35,14 +35,14 @@ def test_unordered_yields_everything_once():
             time.sleep(0.002)
         return i
 
-    out = Dataset.range(60).map(slow_evens, workers=3, backend="thread", ordered=False).to_list()
+    out = Dataset.range(60).map(slow_evens, num_workers=3, backend="thread", ordered=False).to_list()
     assert sorted(out) == list(range(60))
 
 
 @pytest.mark.parametrize("source", ["random-access", "stream"])
 def test_ordered_resumes_at_every_step(source):
     src = Dataset.range(23) if source == "random-access" else stream(23)
-    assert_resumes_everywhere(src.map(crc, workers=2, backend="thread", buffer_size=5).batch(3))
+    assert_resumes_everywhere(src.map(crc, num_workers=2, backend="thread", buffer_size=5).batch(3))
 
 
 @pytest.mark.parametrize("source", ["random-access", "stream"])
@@ -52,11 +52,11 @@ def test_unordered_resumes_without_losing_or_repeating(source):
         return i
 
     src = Dataset.range(25) if source == "random-access" else stream(25)
-    assert_resumes_as_multiset(src.map(jitter, workers=3, backend="thread", ordered=False))
+    assert_resumes_as_multiset(src.map(jitter, num_workers=3, backend="thread", ordered=False))
 
 
 def test_stream_input_without_state_says_so():
-    it = Dataset.from_reader(lambda: iter(range(5))).map(crc, workers=2, backend="thread").iterator()
+    it = Dataset.from_reader(lambda: iter(range(5))).map(crc, num_workers=2, backend="thread").iterator()
     next(it)
     with pytest.raises(StateNotSupportedError, match="cannot report its position"):
         it.get_state()
@@ -69,7 +69,7 @@ def test_an_error_in_a_thread_reaches_the_consumer_with_traceback(leak_check):
             raise ArithmeticError("item 4 broke")
         return i
 
-    it = Dataset.range(10).map(bad, workers=2, backend="thread").iterator()
+    it = Dataset.range(10).map(bad, num_workers=2, backend="thread").iterator()
     got = []
     with pytest.raises(ArithmeticError, match="item 4 broke") as info:
         for x in it:
@@ -82,7 +82,7 @@ def test_an_error_in_a_thread_reaches_the_consumer_with_traceback(leak_check):
 
 
 def test_threads_stop_on_close_break_and_garbage_collection(leak_check):
-    ds = Dataset.range(10_000).map(crc, workers=2, backend="thread")
+    ds = Dataset.range(10_000).map(crc, num_workers=2, backend="thread")
     it = ds.iterator()
     next(it)
     it.close()
@@ -103,9 +103,9 @@ def test_calls_overlap_in_threads():
         barrier.wait()
         return i
 
-    assert Dataset.range(4).map(meet, workers=2, backend="thread").to_list() == [0, 1, 2, 3]
+    assert Dataset.range(4).map(meet, num_workers=2, backend="thread").to_list() == [0, 1, 2, 3]
 
 
 def test_bad_backend_is_rejected():
-    with pytest.raises(ValueError, match="`backend` must be one of 'process', 'thread', got 'gpu'"):
-        Dataset.range(3).map(crc, workers=2, backend="gpu")
+    with pytest.raises(ValueError, match="`backend` must be one of 'process', 'thread', 'ray', got 'gpu'"):
+        Dataset.range(3).map(crc, num_workers=2, backend="gpu")

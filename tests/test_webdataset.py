@@ -324,7 +324,7 @@ def _key_of(sample: dict) -> str:
 
 def test_indexed_shards_run_in_worker_processes(tmp_path):
     paths = _write(tmp_path, n=9, maxcount=4, index=True)
-    ds = fwds.IndexedTarShards(paths).map(_key_of, workers=2)
+    ds = fwds.IndexedTarShards(paths).map(_key_of, num_workers=2)
     assert ds.to_list() == [f"{i:06d}" for i in range(9)]
 
 

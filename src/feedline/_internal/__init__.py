@@ -3,6 +3,6 @@
 ``validate`` (keyword option checks with uniform messages), ``on_error`` (the
 ``raise``/``skip``/``warn`` policy), ``optional`` (imports of optional extras),
 ``closing`` (a close-once base class), ``atomic`` (files written under a temporary name
-and renamed), ``notes`` (``add_note`` on every supported Python), ``aliases`` (the short
-public module names such as ``feedline.tfrecord``).
+and renamed), ``notes`` (``add_note`` on every supported Python), ``lazy`` (packages whose
+public names load on first use, declared in an ``__init__.pyi`` stub).
 """

@@ -19,6 +19,7 @@ from typing import Any
 
 __all__ = [
     "UNSET",
+    "renamed_option",
     "positive_int",
     "non_negative_int",
     "optional_positive_int",
@@ -218,3 +219,29 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"`{name}` must be a bool, got {value!r}")
     return value
+
+
+def renamed_option(old: str, new: str, old_value: Any, new_value: Any, default: Any) -> Any:
+    """The value of option ``new`` where a caller may still pass its old name ``old``
+    (``old_value`` is :data:`UNSET` when not passed; a ``new_value`` that is
+    :data:`UNSET` or equals ``default`` counts as not passed): the old name issues a
+    ``DeprecationWarning`` for one release; both names with different values is a
+    ``TypeError``.
+
+    >>> renamed_option("workers", "num_workers", UNSET, 2, 0)
+    2
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     renamed_option("workers", "num_workers", 3, UNSET, 0), caught[0].category.__name__
+    (3, 'DeprecationWarning')
+    """
+    if old_value is UNSET:
+        return default if new_value is UNSET else new_value
+    if new_value is not UNSET and new_value != default:
+        raise TypeError(f"pass `{new}` only; `{old}` is its deprecated old name")
+    import warnings
+
+    warnings.warn(f"`{old}` is deprecated, use `{new}` (the same meaning)", DeprecationWarning,
+                  stacklevel=3)
+    return old_value

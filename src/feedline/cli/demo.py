@@ -15,6 +15,13 @@ where the input pipeline spent its time. ``--out`` gets::
     curves.png     loss and accuracy per pass
     summary.json   the numbers printed at the end
 
+A run without ``--resume`` starts afresh: it replaces the checkpoints and logs a
+previous run left in ``--out``. ``--resume`` continues from the newest checkpoint, and
+its summary, logs and curves cover the whole run, the passes before the resume included
+(from ``logs/passes.csv``); the training speed is that of the passes this process ran. A
+``--resume`` of a run that has already finished its passes trains nothing, says so and
+leaves ``summary.json`` as it was (raise ``--passes`` to train more).
+
 >>> import argparse
 >>> parser = argparse.ArgumentParser(); add_arguments(parser)
 >>> args = parser.parse_args(["--quick"])
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -49,8 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="use the MNIST IDX files in DIR instead of scikit-learn's digits")
     parser.add_argument("--batch-size", type=int, default=32, help="training batch size (default 32)")
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's learning rate")
-    parser.add_argument("--workers", type=int, default=2,
+    parser.add_argument("--num-workers", type=int, default=2,
                         help="decoding worker processes (0: decode in the training thread)")
+    parser.add_argument("--workers", type=int, dest="old_workers", default=None,
+                        help=argparse.SUPPRESS)  # the deprecated old name of --num-workers
     parser.add_argument("--seed", type=int, default=0, help="seed of the split, shuffles and model")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for training (default 1: the network is small, and "
@@ -84,8 +94,11 @@ def run(args: argparse.Namespace) -> int:
     _positive("--passes", passes)
     _positive("--batch-size", args.batch_size)
     _positive("--threads", args.threads)
-    if args.workers < 0:
-        raise UsageError(f"--workers must be >= 0, got {args.workers}")
+    if args.old_workers is not None:
+        print("feedline demo: --workers is deprecated, use --num-workers", file=sys.stderr)
+        args.num_workers = args.old_workers
+    if args.num_workers < 0:
+        raise UsageError(f"--num-workers must be >= 0, got {args.num_workers}")
     if args.mnist is not None and not os.path.isdir(args.mnist):
         raise UsageError(f"--mnist {args.mnist}: "
                          f"{'is not a directory' if os.path.exists(args.mnist) else 'no such directory'}")
@@ -94,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
+    if not args.resume:
+        _start_afresh(out)
     say = _printer()
     started = time.perf_counter()
 
@@ -107,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         f"shards, {packed.bytes / 1024:,.0f} KiB in {time.perf_counter() - t:.2f} s -> {out}/data")
 
     train_ds = train_pipeline(packed.train, scale=images.scale, batch_size=args.batch_size,
-                              workers=args.workers, seed=args.seed)
+                              num_workers=args.num_workers, seed=args.seed)
     test_ds = test_pipeline(packed.test, scale=images.scale)
     say(f"pipeline: {train_ds!r}")
     net = digits_network(images.dim, images.classes, learning_rate=args.learning_rate)
@@ -118,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     builder = (RunnerBuilder(net, seed=args.seed)
                .with_std_local_trainer(train_ds, stats=True)
                .with_std_tester(test_ds)
-               .with_progress(stream=sys.stdout)
+               .with_progress(stream=sys.stdout,  # a stream's first pass has no length
+                              total=math.ceil(len(images.train_x) / args.batch_size))
                .with_metrics_logger(os.path.join(out, "logs"))
                .with_checkpoints(ckpt_dir, keep=2, resume=resume))
     runner = builder.build()
@@ -143,16 +159,66 @@ def run(args: argparse.Namespace) -> int:
     finally:
         train_ds.close()
 
-    summary = _summary(result, stats, time.perf_counter() - started, images, out)
-    if not args.no_plot and result.passes:
+    summary_path = os.path.join(out, "summary.json")
+    if not result.passes and os.path.exists(summary_path):  # a finished run, resumed
+        say(f"the run in {out} has already finished its {result.pass_id} passes "
+            f"({os.path.basename(resume or '')}): nothing to train; summary.json is unchanged "
+            "(raise --passes to train more)")
+        return 0
+    history = _history(os.path.join(out, "logs", "passes.csv"), result.pass_id)
+    summary = _summary(result, history, stats, time.perf_counter() - started, images, out)
+    summary["resumed_from"] = None if resume is None else os.path.basename(resume)
+    if not args.no_plot and history:
         from feedline.demo.plot import write_curves
 
-        summary["curves"] = write_curves(result.passes, os.path.join(out, "curves.png"),
+        summary["curves"] = write_curves(history, os.path.join(out, "curves.png"),
                                          title=f"feedline demo: {images.source}")
-    with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
+    with open(summary_path, "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2)
     _print_summary(say, summary, stats)
     return 0
+
+
+def _start_afresh(out: str) -> None:
+    """Remove the checkpoints and logs an earlier run left in ``out`` (only the files the
+    demo writes), so that a new run's logs and ``--resume`` are its own."""
+    for sub, names in (("checkpoints", None), ("logs", ("passes.csv", "batches.csv"))):
+        directory = os.path.join(out, sub)
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            if (name in names) if names else (name.startswith("checkpoint-") and name.endswith(".flc")):
+                os.remove(os.path.join(directory, name))
+
+
+def _history(log: str, passes: int) -> list[Any]:
+    """``EndPass`` events of the whole run (passes ``0 .. passes - 1``) from the
+    MetricsLogger's ``passes.csv``: a resumed run appends to it, and a pass logged twice
+    (after the checkpoint it resumed from) counts once, with its last row."""
+    import csv
+
+    from feedline.train import EndPass, TestResult
+
+    rows: dict[int, dict[str, str]] = {}
+    if os.path.exists(log):
+        with open(log, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                rows[int(row["pass_id"])] = row
+
+    def numbers(row: dict[str, str], prefix: str) -> dict[str, float]:
+        return {k[len(prefix):]: float(v) for k, v in row.items()
+                if k.startswith(prefix) and k != f"{prefix}cost" and v not in ("", None)}
+
+    history = []
+    for pass_id in sorted(p for p in rows if p < passes):
+        row = rows[pass_id]
+        test = None
+        if row.get("test_cost"):
+            test = TestResult(pass_id=pass_id, cost=float(row["test_cost"]),
+                              metrics=numbers(row, "test_"))
+        history.append(EndPass(pass_id=pass_id, cost=float(row["train_cost"]),
+                               metrics=numbers(row, "train_"), test=test))
+    return history
 
 
 def _printer() -> Any:
@@ -162,20 +228,26 @@ def _printer() -> Any:
     return say
 
 
-def _summary(result: Any, stats: Any, wall: float, images: Any, out: str) -> dict[str, Any]:
+def _summary(result: Any, history: list[Any], stats: Any, wall: float, images: Any,
+             out: str) -> dict[str, Any]:
+    """The numbers of ``summary.json``: ``passes`` counts the whole run (a resumed one
+    included), ``passes_this_run`` those this process ran, whose timing gives the speed."""
     progress = result.progress
     train_seconds = sum(p["seconds"] for p in progress)
     train_samples = sum(p["samples"] for p in progress)
-    test = result.test
+    tests = [p.test for p in history if p.test is not None]
+    test = result.test if result.test is not None else (tests[-1] if tests else None)
+    last = history[-1] if history else (result.passes[-1] if result.passes else None)
     return {
         "dataset": images.source,
         "train_samples": int(len(images.train_x)),
         "test_samples": int(len(images.test_x)),
-        "passes": len(result.passes),
+        "passes": int(result.pass_id),
+        "passes_this_run": len(result.passes),
         "test_accuracy": None if test is None else test.metrics.get("accuracy"),
         "test_cost": None if test is None else test.cost,
-        "train_accuracy": result.passes[-1].metrics.get("accuracy") if result.passes else None,
-        "train_cost": result.passes[-1].cost if result.passes else None,
+        "train_accuracy": None if last is None else last.metrics.get("accuracy"),
+        "train_cost": None if last is None else last.cost,
         "train_samples_per_second": train_samples / train_seconds if train_seconds else None,
         "training_seconds": train_seconds,
         "wall_seconds": wall,
@@ -193,8 +265,11 @@ def _print_summary(say: Any, s: dict[str, Any], stats: Any) -> None:
         say(f"  test accuracy      {s['test_accuracy']:.4f} on {s['test_samples']:,} images "
             f"(cost {s['test_cost']:.4f}), after {s['passes']} passes")
     if s["train_samples_per_second"]:
+        ran = s["passes_this_run"]
+        this_run = (f"{ran} pass{'es' if ran != 1 else ''} run now, "
+                    if ran != s["passes"] else "")
         say(f"  training speed     {s['train_samples_per_second']:,.0f} samples/s "
-            f"({s['training_seconds']:.2f} s of training, {s['wall_seconds']:.1f} s in all)")
+            f"({this_run}{s['training_seconds']:.2f} s of training, {s['wall_seconds']:.1f} s in all)")
     if stats is not None:
         say("  input pipeline, last pass (time inside each stage; 'self' excludes its inputs):")
         for line in str(stats).splitlines():

@@ -30,7 +30,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from feedline._internal.validate import (
     UNSET,
@@ -42,9 +42,13 @@ from feedline._internal.validate import (
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError
 
+if TYPE_CHECKING:  # the PyTorch face sits above this layer; only its types are named here
+    from feedline.pytorch.dataset import TorchIterableDataset, TorchMapDataset
+
 __all__ = ["Dataset", "RandomAccessDataset", "BuildContext", "PipelineIterator"]
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 STATE_VERSION = 1
 
@@ -110,10 +114,10 @@ class Dataset(Generic[T]):
 
     def close(self) -> None:
         """Release what this pipeline keeps between iterations — the worker processes of
-        every ``map(..., workers=N)`` stage in it — now rather than at garbage collection.
+        every ``map(..., num_workers=N)`` stage in it — now rather than at garbage collection.
         A later iteration starts them again. Iterators are closed separately.
 
-        >>> ds = Dataset.range(4).map(abs, workers=1)
+        >>> ds = Dataset.range(4).map(abs, num_workers=1)
         >>> ds.to_list()
         [0, 1, 2, 3]
         >>> ds.close(); ds.to_list()          # the workers start again when needed
@@ -296,9 +300,9 @@ class Dataset(Generic[T]):
     # ------------------------------------------------------------------ stages
     def map(
         self,
-        fn: Callable[[T], Any],
+        fn: Callable[[T], U],
         *,
-        workers: int | str = 0,
+        num_workers: int | str = 0,
         ordered: bool = True,
         seed: int | None = None,
         name: str | None = None,
@@ -308,16 +312,21 @@ class Dataset(Generic[T]):
         max_skips: int | None = None,
         replacement: Any = UNSET,
         timeout: float | None = None,
-    ) -> Dataset:
-        """Apply ``fn`` to every item: in this thread (``workers=0``), in ``workers`` worker
-        processes, or in ``workers`` threads (``backend="thread"``, for functions that
-        release the GIL); see :mod:`feedline.dataset.map`.
+        ray_options: dict[str, Any] | None = None,
+        workers: Any = UNSET,
+    ) -> Dataset[U]:
+        """Apply ``fn`` to every item: in this thread (``num_workers=0``), in
+        ``num_workers`` worker processes, or in ``num_workers`` threads
+        (``backend="thread"``, for functions that release the GIL), or as Ray tasks
+        on a cluster (``backend="ray"``, ``ray_options``); see
+        :mod:`feedline.dataset.map`. ``workers=`` is the deprecated old name of
+        ``num_workers``.
 
         ``ordered=True`` keeps the input order (``False`` yields results as they finish);
         ``seed`` seeds each worker's ``random``/numpy/torch generators per item so a run is
-        reproducible; ``workers="auto"`` picks the count by measuring. An exception raised
+        reproducible; ``num_workers="auto"`` picks the count by measuring. An exception raised
         by ``fn`` is re-raised here with the worker's traceback; the state resumes exactly.
-        ``timeout`` seconds per element (``workers > 0``) raise
+        ``timeout`` seconds per element (``num_workers > 0``) raise
         :class:`~feedline.exceptions.StageTimeoutError` naming the stage and element.
 
         ``on_error="skip"`` drops an element whose ``fn`` raises, ``"replace"`` yields
@@ -327,17 +336,21 @@ class Dataset(Generic[T]):
 
         >>> Dataset.range(4).map(lambda x: x * x).to_list()
         [0, 1, 4, 9]
-        >>> Dataset.range(4).map(abs, workers=2, backend="thread").to_list()
+        >>> Dataset.range(4).map(abs, num_workers=2, backend="thread").to_list()
         [0, 1, 2, 3]
         >>> Dataset.range(4).map(lambda x: 10 // (2 - x), on_error="skip").to_list()
         [5, 10, -10]
         """
+        from feedline._internal.validate import renamed_option
         from feedline.dataset.map import map_dataset
+
+        num_workers = renamed_option("workers", "num_workers", workers, num_workers, 0)
 
         def build(f: Callable) -> Dataset:
             return map_dataset(
-                self, f, workers=workers, ordered=ordered, seed=seed, name=name,
+                self, f, num_workers=num_workers, ordered=ordered, seed=seed, name=name,
                 buffer_size=buffer_size, backend=backend, timeout=timeout,
+                ray_options=ray_options,
             )
 
         if on_error == "raise" and max_skips is None and replacement is UNSET:
@@ -511,7 +524,7 @@ class Dataset(Generic[T]):
         ``process=True`` runs the whole pipeline before this stage in a background
         process instead, so the consumer shares neither its interpreter lock nor its
         CPU time with it (see :mod:`feedline.dataset.process_prefetch`; ``start_method``
-        and ``transport`` as for ``map(..., workers=N)``; ``nice`` (0 to 19) lowers its
+        and ``transport`` as for ``map(..., num_workers=N)``; ``nice`` (0 to 19) lowers its
         CPU priority and its workers'; ``timeout`` (seconds) bounds the time it may spend
         on one item; ``"auto"`` sizes its messages).
 
@@ -651,7 +664,8 @@ class Dataset(Generic[T]):
         return ChooseDataset(datasets, index_dataset, stop_on_empty=stop_on_empty)
 
     def as_torch(self, *, convert: bool = True, pin_memory: bool = False,
-                 rank: int | None = None, world_size: int | None = None) -> Any:
+                 rank: int | None = None, world_size: int | None = None
+                 ) -> TorchMapDataset | TorchIterableDataset:
         """This pipeline as a ``torch.utils.data`` dataset (map-style when random access,
         else iterable, split by DataLoader worker and rank, with ``state_dict()``); see
         :mod:`feedline.pytorch.dataset`. Needs ``feedline[torch]``.
@@ -674,6 +688,161 @@ class Dataset(Generic[T]):
         [[0, 1], [2, 3]]
         """
         return callable_arg("transformation", transformation)(self)
+
+    # ------------------------------------------------------------------ tf.data's other operations
+    # (one module each: window, group_by_window, rejection_resample, unbatch, scan, enumerate,
+    # take_while, unique, ragged_batch, cardinality)
+    def window(self, size: int, shift: int | None = None, stride: int = 1, *,
+               drop_remainder: bool = False) -> Dataset[Dataset[T]]:
+        """Windows of ``size`` items ``stride`` apart, a new one every ``shift`` items
+        (default ``size``), each a dataset, in tf.data's order; shorter windows at the end
+        unless ``drop_remainder``. See :mod:`feedline.dataset.window`.
+
+        >>> [w.to_list() for w in Dataset.range(5).window(2, shift=1, drop_remainder=True)]
+        [[0, 1], [1, 2], [2, 3], [3, 4]]
+        """
+        from feedline._internal.validate import check_bool
+        from feedline.dataset.window import WindowDataset
+
+        size = positive_int("size", size)
+        shift = size if shift is None else positive_int("shift", shift)
+        return WindowDataset(self, size, shift, positive_int("stride", stride),
+                             check_bool("drop_remainder", drop_remainder))
+
+    def group_by_window(self, key_func: Callable[[T], Any],
+                        reduce_func: Callable[[Any, Dataset[T]], Iterable[Any]], *,
+                        window_size: int | None = None,
+                        window_size_func: Callable[[Any], int] | None = None) -> Dataset:
+        """Gather items by ``key_func(item)``; when a key's group holds ``window_size``
+        (or ``window_size_func(key)``) items, yield the items of ``reduce_func(key,
+        group_dataset)``; at the end, the groups left in ascending key order (tf.data's
+        ``group_by_window``). See :mod:`feedline.dataset.group_by_window`.
+
+        >>> Dataset.range(6).group_by_window(lambda x: x % 3, lambda k, w: [w.to_list()],
+        ...                                  window_size=2).to_list()
+        [[0, 3], [1, 4], [2, 5]]
+        """
+        from feedline.dataset.group_by_window import GroupByWindowDataset
+
+        if (window_size is None) == (window_size_func is None):
+            raise ValueError("pass exactly one of `window_size` and `window_size_func`")
+        if window_size is not None:
+            size = positive_int("window_size", window_size)
+            window_size_func = lambda key: size  # noqa: E731
+        return GroupByWindowDataset(self, callable_arg("key_func", key_func),
+                                    callable_arg("reduce_func", reduce_func),
+                                    callable_arg("window_size_func", window_size_func))
+
+    def rejection_resample(self, class_func: Callable[[T], int], target_dist: Sequence[float],
+                           *, initial_dist: Sequence[float] | None = None,
+                           seed: int | None = None) -> Dataset[tuple[int, T]]:
+        """``(class_func(item), item)`` pairs, items dropped at random so that the classes
+        follow ``target_dist`` (tf.data's ``rejection_resample``; reads the input once).
+        See :mod:`feedline.dataset.rejection_resample`.
+
+        >>> ds = Dataset.range(8).rejection_resample(lambda x: x % 2, [1.0, 0.0], seed=0)
+        >>> ds.to_list()
+        [(0, 0), (0, 2), (0, 4), (0, 6)]
+        """
+        from feedline.dataset.rejection_resample import RejectionResampleDataset
+
+        return RejectionResampleDataset(self, callable_arg("class_func", class_func),
+                                        target_dist, initial_dist, seed)
+
+    def unbatch(self) -> Dataset:
+        """Split every item (a list, an array, a tuple or dict of them) into its rows
+        (tf.data's ``unbatch``). See :mod:`feedline.dataset.unbatch`.
+
+        >>> Dataset.range(5).batch(2, collate="numpy").unbatch().to_list()
+        [np.int64(0), np.int64(1), np.int64(2), np.int64(3), np.int64(4)]
+        """
+        from feedline.dataset.unbatch import UnbatchDataset
+
+        return UnbatchDataset(self)
+
+    def scan(self, initial_state: Any, scan_func: Callable[[Any, T], tuple[Any, Any]]) -> Dataset:
+        """``output`` for each item, where ``(state, output) = scan_func(state, item)``
+        starting from ``initial_state`` (tf.data's ``scan``). See :mod:`feedline.dataset.scan`.
+
+        >>> Dataset.range(4).scan(1, lambda p, x: (p * (x + 1), p * (x + 1))).to_list()
+        [1, 2, 6, 24]
+        """
+        from feedline.dataset.scan import ScanDataset
+
+        return ScanDataset(self, initial_state, callable_arg("scan_func", scan_func))
+
+    def enumerate(self, start: int = 0) -> Dataset[tuple[int, T]]:
+        """``(index, item)`` pairs counting from ``start`` (tf.data's ``enumerate``).
+
+        >>> Dataset.from_iterable(["x", "y"]).enumerate().to_list()
+        [(0, 'x'), (1, 'y')]
+        """
+        from feedline.dataset.enumerate import EnumerateDataset
+
+        return EnumerateDataset(self, start)
+
+    def take_while(self, predicate: Callable[[T], bool]) -> Dataset[T]:
+        """The items before the first one for which ``predicate`` is false (tf.data's
+        ``take_while``).
+
+        >>> Dataset.from_iterable([2, 4, 5, 6]).take_while(lambda x: x % 2 == 0).to_list()
+        [2, 4]
+        """
+        from feedline.dataset.take_while import TakeWhileDataset
+
+        return TakeWhileDataset(self, callable_arg("predicate", predicate))
+
+    def unique(self) -> Dataset[T]:
+        """Each distinct (hashable) item once, where it first occurs (tf.data's ``unique``).
+
+        >>> Dataset.from_iterable([3, 1, 3, 2, 1]).unique().to_list()
+        [3, 1, 2]
+        """
+        from feedline.dataset.unique import UniqueDataset
+
+        return UniqueDataset(self)
+
+    def ragged_batch(self, batch_size: int, *, drop_remainder: bool = False) -> Dataset:
+        """Batches of items of different lengths, unpadded: scalar components as arrays,
+        the others as :class:`~feedline.dataset.ragged_batch.RaggedArray` (values plus
+        row splits, as tf.data's ``ragged_batch`` gives ``tf.RaggedTensor``).
+
+        >>> Dataset.from_iterable([[1], [2, 3]]).ragged_batch(2).to_list()
+        [RaggedArray([[1], [2, 3]])]
+        """
+        from feedline.dataset.ragged_batch import ragged_collate
+
+        return self.batch(batch_size, drop_remainder=drop_remainder, collate=ragged_collate)
+
+    def cardinality(self) -> int:
+        """The number of items when known without reading, else
+        :data:`~feedline.dataset.cardinality.INFINITE` (-1) or
+        :data:`~feedline.dataset.cardinality.UNKNOWN` (-2), as tf.data's
+        ``cardinality()``. See :mod:`feedline.dataset.cardinality`.
+
+        >>> Dataset.range(10).batch(4).cardinality(), Dataset.range(3).repeat().cardinality()
+        (3, -1)
+        """
+        from feedline.dataset.cardinality import cardinality
+
+        return cardinality(self)
+
+    def __len__(self) -> int:
+        """The :meth:`cardinality` when known; ``TypeError`` when it is infinite or
+        unknown (as ``len()`` of a tf.data dataset).
+
+        >>> len(Dataset.range(10).batch(4, drop_remainder=True))
+        2
+        """
+        n = self.cardinality()
+        if n < 0:
+            raise TypeError(f"the length of {self!r} is {'infinite' if n == -1 else 'unknown'}"
+                            " (see Dataset.cardinality())")
+        return n
+
+    def __bool__(self) -> bool:
+        """A dataset is true (``len`` is not asked), as a tf.data dataset is."""
+        return True
 
 
 class PipelineIterator(DatasetIterator[T]):
@@ -783,6 +952,9 @@ class RandomAccessDataset(Dataset[T]):
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator[T]:
         return IndexIterator(self, ctx.epoch)
 
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
     def group(self, size: int) -> RandomAccessDataset[list]:
         """Random-access batching: item ``k`` is the list of items ``k*size ..
         (k+1)*size - 1`` (the last group smaller); see :mod:`feedline.dataset.group`.
@@ -846,3 +1018,4 @@ class IndexIterator(DatasetIterator[T]):
 def _json_size(state: dict) -> int:
     """Size in bytes of ``state`` as JSON (used by tests that check states stay small)."""
     return len(json.dumps(state))
+

@@ -8,7 +8,7 @@ smaller when ``len(ds)`` is not a multiple of ``n`` (combine with
 len(ds) + j``, so seeded parents (``global_shuffle``) keep their per-epoch order.
 
 Unlike :meth:`~feedline.dataset.base.Dataset.batch` (a stream stage), the result is still
-random access: a ``map(fn, workers=N)`` after it hands only group numbers to its
+random access: a ``map(fn, num_workers=N)`` after it hands only group numbers to its
 workers, and each worker reads the group's items itself — one message per batch.
 
 >>> from feedline.dataset import Dataset

@@ -1,23 +1,28 @@
 """``Dataset.map``: apply a function to every item.
 
-* ``workers=0`` (default) runs ``fn`` in the consuming thread. Over a random-access
+* ``num_workers=0`` (default) runs ``fn`` in the consuming thread. Over a random-access
   dataset the result stays random access (``ds.map(f)[i] == f(ds[i])``).
-* ``workers=N`` runs ``fn`` in ``N`` worker processes (see
-  :mod:`feedline.dataset.parallel_map`): ``ordered=True`` keeps the source order,
-  ``ordered=False`` yields results as they are ready. ``workers="auto"`` picks the count
-  by measuring. ``seed`` seeds the workers' ``random``/``numpy``/``torch`` generators per
-  (seed, worker, epoch).
-* ``workers=N, backend="thread"`` runs ``fn`` in ``N`` threads of this process (see
-  :mod:`feedline.dataset.thread_map`): for functions that release the GIL (image
-  decoding, numpy, zlib, I/O), with no pickling and no copies.
-* ``timeout=seconds`` (with ``workers > 0``, like ``DataLoader``'s): an element whose
+* ``num_workers=N`` runs ``fn`` on ``N`` workers of one engine
+  (:mod:`feedline.dataset.parallel_map`) over one of three executors
+  (:mod:`feedline.runtime.executor`): ``backend="process"`` (default) worker processes,
+  ``backend="thread"`` threads of this process (:mod:`feedline.dataset.thread_map`; for
+  functions that release the GIL: image decoding, numpy, zlib, I/O), ``backend="ray"``
+  Ray tasks on the cluster ``ray.init()``/``RAY_ADDRESS`` names
+  (:mod:`feedline.runtime.ray_executor`; ``ray_options`` sets ``num_cpus``, custom
+  ``resources``, ``max_retries``). ``ordered=True`` keeps the source order,
+  ``ordered=False`` yields results as they are ready. ``num_workers="auto"`` picks the
+  count (processes: by measuring; threads: cores + 1; Ray: the cluster's CPUs).
+* ``seed``: each item's random draws come from (seed, epoch, item position)
+  (:mod:`feedline.runtime.seeding`), so seeded output is the same on every backend, for
+  any worker count, after a retry and after a resume.
+* ``timeout=seconds`` (with ``num_workers > 0``, like ``DataLoader``'s): an element whose
   ``fn`` has run longer than that raises
   :class:`~feedline.exceptions.StageTimeoutError` naming the stage and the element's
   position, instead of blocking forever; the iteration ends. A process worker stuck in
   ``fn`` is terminated; a stuck thread cannot be stopped and is abandoned (it ends when
   ``fn`` returns). With a timeout each message to a worker process carries one item, so
-  that the element is known. A mapper in the consuming thread (``workers=0``) cannot be
-  interrupted, so ``timeout`` needs ``workers > 0``.
+  that the element is known. A mapper in the consuming thread (``num_workers=0``) cannot be
+  interrupted, so ``timeout`` needs ``num_workers > 0``.
 
 The state of an in-thread map is its parent's state: ``fn`` is applied to whatever the
 parent yields next.
@@ -53,15 +58,16 @@ def map_dataset(
     parent: Dataset,
     fn: Callable,
     *,
-    workers: int | str = 0,
+    num_workers: int | str = 0,
     ordered: bool = True,
     seed: int | None = None,
     name: str | None = None,
     buffer_size: int | None = None,
     backend: str = "process",
     timeout: float | None = None,
+    ray_options: dict[str, Any] | None = None,
 ) -> Dataset:
-    """Build the right map stage for ``workers`` and ``backend``; see the module docstring.
+    """Build the right map stage for ``num_workers`` and ``backend``; see the module docstring.
 
     >>> type(map_dataset(Dataset.range(3), abs)).__name__           # random access stays so
     'RandomAccessMapDataset'
@@ -69,33 +75,36 @@ def map_dataset(
     >>> ds = map_dataset(stream, abs)
     >>> type(ds).__name__, ds.name, ds.to_list()
     ('MapDataset', 'map(abs)', [1, 2])
-    >>> type(map_dataset(stream, abs, workers=2, backend="thread")).__name__
+    >>> type(map_dataset(stream, abs, num_workers=2, backend="thread")).__name__
     'ThreadMapDataset'
     """
     callable_arg("fn", fn)
     timeout = optional_positive_number("timeout", timeout)
     label = name or f"map({_fn_name(fn)})"
     optional_positive_int("buffer_size", buffer_size)
-    one_of("backend", backend, ("process", "thread"))
-    parallel = workers == "auto" or (
-        isinstance(workers, int) and not isinstance(workers, bool) and workers > 0)
+    one_of("backend", backend, ("process", "thread", "ray"))
+    parallel = num_workers == "auto" or (
+        isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers > 0)
     if parallel and backend == "thread":
         from feedline.dataset.thread_map import ThreadMapDataset
 
-        return ThreadMapDataset(parent, fn, workers=workers, ordered=ordered,
+        if ray_options:
+            raise ValueError("`ray_options` needs backend='ray'")
+        return ThreadMapDataset(parent, fn, workers=num_workers, ordered=ordered, seed=seed,
                                 buffer_size=buffer_size, name=label, timeout=timeout)
     if parallel:
         from feedline.dataset.parallel_map import ParallelMapDataset
 
         return ParallelMapDataset(
-            parent, fn, workers=workers, ordered=ordered, seed=seed, name=label,
-            buffer_size=buffer_size, timeout=timeout,
+            parent, fn, workers=num_workers, ordered=ordered, seed=seed, name=label,
+            buffer_size=buffer_size, timeout=timeout, backend=backend,
+            ray_options=ray_options,
         )
-    if workers != 0:
-        raise ValueError(f"`workers` must be a non-negative int or 'auto', got {workers!r}")
+    if num_workers != 0:
+        raise ValueError(f"`num_workers` must be a non-negative int or 'auto', got {num_workers!r}")
     if timeout is not None:
         raise ValueError(
-            "`timeout` needs `workers` > 0: a mapper running in the consuming thread cannot "
+            "`timeout` needs `num_workers` > 0: a mapper running in the consuming thread cannot "
             "be interrupted"
         )
     if isinstance(parent, RandomAccessDataset):

@@ -46,7 +46,7 @@ losing or repeating a record (ranks run in lockstep, so rank 0's state stands fo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from feedline._internal.validate import non_negative_int, one_of, positive_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
@@ -86,7 +86,17 @@ def shard_dataset(parent: Dataset, rank: int, world_size: int, *, policy: str = 
     return StreamShardDataset(parent, rank, world_size)
 
 
-def find_rank_split(ds: Dataset) -> Dataset | None:
+class RankSplit(Protocol):
+    """A stage that splits by rank: its ``rank_split`` is ``(rank, world_size)``."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def rank_split(self) -> tuple[int, int]: ...
+
+
+def find_rank_split(ds: Dataset) -> RankSplit | None:
     """The first stage of ``ds`` (itself, then its inputs, depth first) that splits by
     rank — a :class:`ShardDataset`, a :class:`StreamShardDataset`, a byte-range
     :func:`feedline.split` part, a Runner's rank split: any stage whose ``rank_split``
@@ -103,7 +113,7 @@ def find_rank_split(ds: Dataset) -> Dataset | None:
     while stack:
         node = stack.pop()
         if getattr(node, "rank_split", None) is not None:
-            return node
+            return node  # type: ignore[return-value]  # it has the protocol's attributes
         stack.extend(reversed(node._parents))
     return None
 

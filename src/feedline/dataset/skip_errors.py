@@ -1,7 +1,7 @@
 """Error tolerance of ``map``: ``on_error="skip"`` / ``"replace"`` and ``max_skips``.
 
 ``ds.map(fn, on_error="skip")`` runs ``fn`` through
-:class:`~feedline._internal.on_error.CatchErrors` (in this thread, in ``workers=N`` processes or
+:class:`~feedline._internal.on_error.CatchErrors` (in this thread, in ``num_workers=N`` processes or
 in ``backend="thread"`` threads alike), so an element whose ``fn`` raises becomes a
 :class:`~feedline._internal.on_error.Failure`; this stage, in the consumer's thread, drops it and
 hands it to a :class:`~feedline._internal.on_error.SkipBudget`: the skip is counted (``skipped``,

@@ -5,12 +5,12 @@ Training (:func:`train_pipeline`)::
     files(train-*.rec, shuffle=True, seed)        the shard list, reshuffled every epoch
       .interleave(recordio.read, cycle_length=n)  all shards read round robin
       .shuffle(buffer, seed)                      a shuffle buffer across shards
-      .map(decode_record, workers=2, seed)        decoding in 2 worker processes
+      .map(decode_record, num_workers=2, seed)        decoding in 2 worker processes
       .batch(batch_size)                          lists of (pixels, label) samples
       .prefetch(4)                                a background thread reads ahead
 
 ``process=True`` ends it in ``.prefetch(4, process=True)`` instead: the whole pipeline
-runs in a background process (``workers=0`` decodes there, without worker processes of
+runs in a background process (``num_workers=0`` decodes there, without worker processes of
 its own), and a training process only receives the batches.
 
 Every stage reports its position, so a training job checkpointed mid-pass resumes with
@@ -50,11 +50,11 @@ def _tfrecord(path: str) -> Dataset:
 
 
 def train_pipeline(paths: Sequence[str], *, scale: float, batch_size: int = 32,
-                   shuffle_buffer: int = 1024, workers: int = 2, seed: int = 0,
+                   shuffle_buffer: int = 1024, num_workers: int = 2, seed: int = 0,
                    prefetch: int | str = 4, process: bool = False, nice: int = 0) -> Dataset:
     """Batches of ``(pixels, label)`` samples from the RecordIO shards ``paths``.
 
-    ``workers``: decoding processes (0: decode in the pipeline's own thread).
+    ``num_workers``: decoding processes (0: decode in the pipeline's own thread).
     ``prefetch``: batches read ahead, in a background thread, or with ``process=True``
     in a background process running the whole pipeline (``nice``: its CPU priority
     lowered by that much, its workers' too).
@@ -63,8 +63,8 @@ def train_pipeline(paths: Sequence[str], *, scale: float, batch_size: int = 32,
     shuffled = (files(list(paths), shuffle=True, seed=seed)
                 .interleave(_recordio, cycle_length=len(paths))
                 .shuffle(shuffle_buffer, seed=seed))
-    if workers:
-        decoded = shuffled.map(decode, workers=workers, seed=seed, name="map(decode)")
+    if num_workers:
+        decoded = shuffled.map(decode, num_workers=num_workers, seed=seed, name="map(decode)")
     else:
         decoded = shuffled.map(decode, name="map(decode)")
     if not process:

@@ -24,33 +24,14 @@ only when an image is decoded or encoded; the other names load lazily on first u
 
 from __future__ import annotations
 
-from feedline._internal.lazy import lazy_exports
-from feedline.image.codec import decode, image_format, probe
+from feedline._internal.lazy import attach_stub
 
-# public name -> module that defines it (loaded on first use)
-_EXPORTS = {
-    "Augmenter": "feedline.image.augment",
-    "Compose": "feedline.image.augment",
-    "Resize": "feedline.image.augment",
-    "CenterCrop": "feedline.image.augment",
-    "RandomCrop": "feedline.image.augment",
-    "RandomResizedCrop": "feedline.image.augment",
-    "HorizontalFlip": "feedline.image.augment",
-    "ColorJitter": "feedline.image.augment",
-    "Pad": "feedline.image.augment",
-    "Normalize": "feedline.image.augment",
-    "ToCHW": "feedline.image.augment",
-    "Cast": "feedline.image.augment",
-    "pack_images": "feedline.image.pack",
-    "PackResult": "feedline.image.pack",
-    "read_list": "feedline.image.listfile",
-    "write_list": "feedline.image.listfile",
-    "list_folder": "feedline.image.listfile",
-    "ListItem": "feedline.image.listfile",
-    "ImageRecordIter": "feedline.image.record_iter",
-}
+# decoding is eager: it is what the package is imported for
+from feedline.image.codec import decode as decode
+from feedline.image.codec import image_format as image_format
+from feedline.image.codec import probe as probe
 
-__all__ = ["decode", "probe", "image_format", *_EXPORTS]
+# the lazy names are declared once, in __init__.pyi (what type checkers read)
+__getattr__, __dir__, _lazy = attach_stub(globals())
 
-
-__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+__all__ = list(_lazy)

@@ -21,7 +21,7 @@ It takes MXNet's parameter names; the pipeline it builds is an ordinary
       -> round_up(batch_size)                     if round_batch (feedline.dataset.round_up)
       -> group(batch_size)                        random access: item k = records of batch k
                                                   (feedline.dataset.group)
-      -> map(decode + augment a batch, workers=preprocess_threads, backend=backend)
+      -> map(decode + augment a batch, num_workers=preprocess_threads, backend=backend)
       -> map(normalise the batch to float32)      process backend, float32 output
       -> prefetch(prefetch_buffer)
 
@@ -670,7 +670,7 @@ class ImageRecordIter(DataIter, Closeable):
         )
         self._max_skips = cfg.max_skips
         self._map = source.group(self.batch_size).map(
-            decoder, workers=cfg.preprocess_threads, name="decode_augment", backend=self.backend)
+            decoder, num_workers=cfg.preprocess_threads, name="decode_augment", backend=self.backend)
         pipeline: Dataset = self._map
         if self.normalize is not None and not (fused or int8):
             pipeline = pipeline.map(_NormalizeBatch(self.normalize, self.dtype), name="normalize")
@@ -812,7 +812,7 @@ class ImageRecordIter(DataIter, Closeable):
         )
         groups = _Positioned(files, 0, len(files)).group(64)
         total = np.zeros(self.data_shape, dtype=np.float64)
-        with groups.map(decoder, workers=self._preprocess_threads, backend="thread",
+        with groups.map(decoder, num_workers=self._preprocess_threads, backend="thread",
                         name="mean_img").iterator() as it:
             for data, *_rest in it:
                 total += data.sum(axis=0, dtype=np.float64)

@@ -12,15 +12,9 @@ others.
 
 from __future__ import annotations
 
-from feedline._internal.lazy import lazy_exports
+from feedline._internal.lazy import attach_stub
 
-# public name -> submodule that defines it
-_EXPORTS = {
-    "InputSplit": "feedline.io.input_split",
-    "InputSplitIterator": "feedline.io.input_split",
-}
+# the lazy names are declared once, in __init__.pyi (what type checkers read)
+__getattr__, __dir__, _lazy = attach_stub(globals())
 
-__all__ = list(_EXPORTS)
-
-
-__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
+__all__ = list(_lazy)

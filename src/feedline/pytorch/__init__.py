@@ -21,15 +21,16 @@
 
 from __future__ import annotations
 
-from feedline._internal.lazy import lazy_exports
-from feedline.pytorch.convert import PaddedSequence, PaddedSubSequence, converter, to_torch
-from feedline.pytorch.dataset import TorchIterableDataset, TorchMapDataset, as_torch
+from feedline._internal.lazy import attach_stub
+from feedline.pytorch.convert import PaddedSequence as PaddedSequence
+from feedline.pytorch.convert import PaddedSubSequence as PaddedSubSequence
+from feedline.pytorch.convert import converter as converter
+from feedline.pytorch.convert import to_torch as to_torch
+from feedline.pytorch.dataset import TorchIterableDataset as TorchIterableDataset
+from feedline.pytorch.dataset import TorchMapDataset as TorchMapDataset
+from feedline.pytorch.dataset import as_torch as as_torch
 
-__all__ = [
-    "to_torch", "converter", "PaddedSequence", "PaddedSubSequence",
-    "as_torch", "TorchMapDataset", "TorchIterableDataset", "FeedlineDataModule",
-]
+# the lazy names are declared once, in __init__.pyi (what type checkers read)
+__getattr__, __dir__, _lazy = attach_stub(globals())
 
-__getattr__, __dir__ = lazy_exports(
-    globals(), {"FeedlineDataModule": "feedline.pytorch.lightning"}
-)
+__all__ = list(_lazy)

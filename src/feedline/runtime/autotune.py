@@ -3,7 +3,7 @@
 Everything here is a small pure function of measured times, so what "auto" does can be
 read and tested:
 
-``workers="auto"`` (:class:`WorkerCalibration`, used by
+``num_workers="auto"`` (:class:`WorkerCalibration`, used by
 :mod:`feedline.dataset.parallel_map`)
     The first iteration starts **one** worker and sends it the first
     :data:`CALIBRATION_ITEMS` items. While they are yielded it measures
@@ -18,7 +18,7 @@ read and tested:
     ``1 / consumer_seconds`` with 10 % headroom, at most the CPU budget (the CPUs this
     process may run on, :func:`cpu_budget`). The choice is kept for later iterations of
     the same dataset. Because the count depends on timing, a mapper that draws random
-    numbers is reproducible only with an explicit ``workers=N``.
+    numbers is reproducible only with an explicit ``num_workers=N``.
 
 Chunk size (:func:`choose_chunk`)
     Items go to a worker in chunks so that small items do not pay a message each: a
@@ -68,7 +68,7 @@ __all__ = [
     "WorkerCalibration",
 ]
 
-#: Items mapped by a single worker before ``workers="auto"`` decides.
+#: Items mapped by a single worker before ``num_workers="auto"`` decides.
 CALIBRATION_ITEMS = 8
 #: Target worker time per chunk message.
 CHUNK_SECONDS = 0.002
@@ -183,7 +183,7 @@ def choose_prefetch_depth(
 
 
 class WorkerCalibration:
-    """Collects the measurements of ``workers="auto"`` and decides once enough came in.
+    """Collects the measurements of ``num_workers="auto"`` and decides once enough came in.
 
     >>> cal = WorkerCalibration(items=2, max_workers=4)
     >>> cal.add_worker(items=2, seconds=0.020)          # 10 ms per item in the worker

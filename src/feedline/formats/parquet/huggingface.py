@@ -28,7 +28,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from feedline._internal.validate import positive_int
+from feedline._internal.validate import UNSET, positive_int, renamed_option
 from feedline.formats.parquet.reader import (
     BatchesDataset,
     RowsDataset,
@@ -56,8 +56,9 @@ def _read_json(path: str, storage_options: dict | None) -> Any:
 
 def load_from_disk(path: str | os.PathLike, *, split: str | None = None,
                    columns: Sequence[str] | None = None, batch_size: int | None = None,
-                   drop_last: bool = False, cache_fragments: int = 2,
-                   min_fragment_rows: int = 1, storage_options: dict | None = None
+                   drop_remainder: bool = False, cache_fragments: int = 2,
+                   min_fragment_rows: int = 1, storage_options: dict | None = None,
+                   drop_last: Any = UNSET
                    ) -> RowsDataset | BatchesDataset | dict[str, RowsDataset | BatchesDataset]:
     """The saved Hugging Face dataset in folder ``path`` (local or URL).
 
@@ -102,7 +103,8 @@ def load_from_disk(path: str | os.PathLike, *, split: str | None = None,
                 raise KeyError(f"{path} has no split {split!r}; its splits are {names}")
             names = [split]
         out = {name: load_from_disk(_join(path, name), columns=columns, batch_size=batch_size,
-                                    drop_last=drop_last, cache_fragments=cache_fragments,
+                                    drop_remainder=drop_remainder, drop_last=drop_last,
+                                    cache_fragments=cache_fragments,
                                     min_fragment_rows=min_fragment_rows,
                                     storage_options=storage_options) for name in names}
         return out[split] if split is not None else out  # type: ignore[return-value]
@@ -119,6 +121,7 @@ def load_from_disk(path: str | os.PathLike, *, split: str | None = None,
     if batch_size is None:
         return read_rows(files, columns=columns, format="arrow", cache_fragments=cache_fragments,
                          min_fragment_rows=min_fragment_rows, storage_options=storage_options)
-    return read_batches(files, batch_size=batch_size, drop_last=drop_last, columns=columns,
+    drop = renamed_option("drop_last", "drop_remainder", drop_last, drop_remainder, False)
+    return read_batches(files, batch_size=batch_size, drop_remainder=drop, columns=columns,
                         format="arrow", cache_fragments=cache_fragments,
                         min_fragment_rows=min_fragment_rows, storage_options=storage_options)

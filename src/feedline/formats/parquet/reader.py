@@ -9,7 +9,7 @@ formats and what a *fragment* is: a Parquet row group or an Arrow record batch):
 * :func:`read_batches`: item ``b`` is rows ``b*batch_size .. (b+1)*batch_size - 1`` as a
   ``dict`` of numpy arrays, sliced straight out of the decoded fragments, without a
   Python object per row where the type allows (see :mod:`feedline.formats.parquet._convert`
-  for each Arrow type's array); the last batch is shorter unless ``drop_last``;
+  for each Arrow type's array); the last batch is shorter unless ``drop_remainder``;
 * :func:`read_fragments`: item ``k`` is fragment ``k`` whole, as a ``dict`` of numpy
   arrays.
 
@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
-from feedline._internal.validate import non_negative_int, positive_int
+from feedline._internal.validate import UNSET, non_negative_int, positive_int, renamed_option
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateNotSupportedError
@@ -326,13 +326,14 @@ def read_rows(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFile
 
 
 def read_batches(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFiles, *,
-                 batch_size: int, drop_last: bool = False,
+                 batch_size: int, drop_remainder: bool = False,
                  columns: Sequence[str] | None = None, format: str = "auto",
                  on_error: str = "raise", cache_fragments: int = 2, min_fragment_rows: int = 1,
-                 storage_options: dict | None = None) -> BatchesDataset:
+                 storage_options: dict | None = None, drop_last: Any = UNSET) -> BatchesDataset:
     """Batches of ``batch_size`` rows as dicts of numpy arrays; see the module docstring.
     A batch inside one fragment is a set of views; one spanning fragments is
-    concatenated. Arguments as for :func:`read_rows`.
+    concatenated. The last batch is shorter unless ``drop_remainder`` (``drop_last`` is
+    its deprecated old name). Other arguments as for :func:`read_rows`.
 
     >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
@@ -342,8 +343,9 @@ def read_batches(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableF
     (2, 'float64', [3.5])
     """
     positive_int("batch_size", batch_size)
+    drop = renamed_option("drop_last", "drop_remainder", drop_last, drop_remainder, False)
     return BatchesDataset(_files(paths, columns, format, on_error, storage_options,
-                                 min_fragment_rows), cache_fragments, batch_size, drop_last)
+                                 min_fragment_rows), cache_fragments, batch_size, drop)
 
 
 def read_fragments(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFiles, *,
@@ -366,11 +368,12 @@ def read_fragments(paths: str | os.PathLike | Sequence[str | os.PathLike] | Tabl
 
 
 # ---------------------------------------------------------------------- rebatch
-def rebatch(dataset: Dataset, batch_size: int, *, drop_last: bool = False) -> RebatchDataset:
+def rebatch(dataset: Dataset, batch_size: int, *, drop_remainder: bool = False,
+            drop_last: Any = UNSET) -> RebatchDataset:
     """Cut a stream of column batches (dicts of equal-length arrays, e.g. the fragments of
     :func:`read_fragments`) into batches of exactly ``batch_size`` rows, in order; a
     batch may join the end of one input and the start of the next. The last batch is
-    shorter unless ``drop_last``.
+    shorter unless ``drop_remainder`` (``drop_last`` is its deprecated old name).
 
     Resumes exactly when ``dataset`` does: the state is the parent's state before the
     input that holds the next row, plus the rows of it already produced.
@@ -382,7 +385,8 @@ def rebatch(dataset: Dataset, batch_size: int, *, drop_last: bool = False) -> Re
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"`dataset` must be a Dataset, got {type(dataset).__name__}")
-    return RebatchDataset(dataset, positive_int("batch_size", batch_size), bool(drop_last))
+    drop = renamed_option("drop_last", "drop_remainder", drop_last, drop_remainder, False)
+    return RebatchDataset(dataset, positive_int("batch_size", batch_size), bool(drop))
 
 
 class RebatchDataset(Dataset):
