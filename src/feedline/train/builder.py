@@ -28,9 +28,22 @@ act after both, so a pass's test result is known when they log, stop or fire
 test runner: ``CreateModel, DataProvider, TestOps``; one ``run_one_pass`` sets
 ``context.test_result``.
 
-``device_count > 1`` trains data parallel: :meth:`run` starts that many processes
-(:func:`feedline.train.distributed.launch`); under ``torchrun`` :meth:`build` joins the
-process group of the environment instead. See :mod:`feedline.train.distributed`.
+``device_count > 1`` trains data parallel, with the program unchanged:
+
+* on one machine, :meth:`~RunnerBuilder.run` starts that many processes
+  (:func:`feedline.train.distributed.launch`), and :meth:`~RunnerBuilder.build` returns
+  a :class:`DistributedRunner`: ``with runner:`` starts the processes (each builds and
+  enters the same runner, joined in one process group), every ``run_one_pass()`` /
+  ``run(n)`` runs on all of them at once, and leaving the block finalizes and ends them;
+* under ``torchrun`` (``WORLD_SIZE`` set, on one machine or several — ``torchrun
+  --nnodes 2 --nproc-per-node 2 train.py``), :meth:`~RunnerBuilder.build` joins the
+  process group of the environment and returns this process's :class:`Runner`; the
+  world size is torchrun's.
+
+Each rank reads its own part of the data, split once: a data provider's file list is
+dealt by file, or by record when there are fewer files than ranks, and the ranks end
+every pass together (see :class:`~feedline.train.items.DataProvider`). See
+:mod:`feedline.train.distributed`.
 """
 
 from __future__ import annotations
@@ -61,7 +74,7 @@ from feedline.train.items.data_provider import provider_dataset
 from feedline.train.network import Network
 from feedline.train.runner import Runner, RunnerContext, RunnerItem
 
-__all__ = ["RunnerBuilder", "TrainResult"]
+__all__ = ["RunnerBuilder", "TrainResult", "DistributedRunner"]
 
 
 @dataclass
@@ -245,12 +258,15 @@ class RunnerBuilder:
         return self
 
     # ------------------------------------------------------------------ building
-    def build(self, *, module: Any = None, updater: LocalUpdater | None = None) -> Runner:
-        """A new runner (see the module docstring for the chain).
+    def build(self, *, module: Any = None, updater: LocalUpdater | None = None
+              ) -> Runner | DistributedRunner:
+        """A new runner (see the module docstring for the chain); with ``device_count > 1``
+        outside a process group, a :class:`DistributedRunner` that runs it in that many
+        processes.
 
         ``module``: train or test this existing ``torch.nn.Module`` instead of a new one;
         ``updater``: reuse this :class:`~feedline.train.items.LocalUpdater` (its
-        optimizer state carries over).
+        optimizer state carries over); neither with a :class:`DistributedRunner`.
         """
         from feedline.train.distributed import init_from_env, is_distributed
 
@@ -258,10 +274,12 @@ class RunnerBuilder:
             raise ValueError("nothing to build: call with_std_local_trainer() or with_std_tester()")
         init_from_env(self.backend)
         if self.device_count > 1 and not is_distributed():
-            raise RuntimeError(
-                f"device_count={self.device_count}: call builder.run(num_passes), which starts "
-                "the processes, or launch this script with torchrun"
-            )
+            if module is not None or updater is not None:
+                raise ValueError(
+                    f"device_count={self.device_count} builds the runner in new processes: "
+                    "`module` and `updater` cannot be passed to them"
+                )
+            return DistributedRunner(self)
         model = CreateModel(self.network, device=self.device, module=module, seed=self.seed)
         if self._trainer is None:
             t = self._tester
@@ -320,6 +338,107 @@ class RunnerBuilder:
             return summarize(runner)
 
 
+class DistributedRunner:
+    """The runner of a ``RunnerBuilder(device_count=n)`` outside a process group: ``n``
+    processes on this machine, each with the runner ``build()`` makes there (see the
+    module docstring). ``with runner:`` (or :meth:`initialize`) starts them; the methods
+    below run on every rank at once and return rank 0's result; leaving the block (or
+    :meth:`finalize`) finalizes every rank's runner and ends the processes. An exception
+    on any rank ends them all and is raised here as a ``RuntimeError``.
+
+    The runners' contexts live in those processes: :meth:`summary` brings rank 0's
+    counters, test result and parameters back as a :class:`TrainResult`.
+
+    Starting processes takes seconds, so the run is not shown as an example here::
+
+        runner = RunnerBuilder(network=net, device_count=2).with_std_local_trainer(
+            method=process, file_list=files).build()
+        with runner:
+            for _ in range(2):
+                runner.run_one_pass()
+            result = runner.summary()
+    """
+
+    def __init__(self, builder: RunnerBuilder) -> None:
+        self.builder = builder
+        self._pool: Any = None
+
+    @property
+    def initialized(self) -> bool:
+        """True while the processes run (between ``initialize`` and ``finalize``)."""
+        return self._pool is not None
+
+    def initialize(self) -> None:
+        """Start ``device_count`` processes, each building and initializing the runner."""
+        from feedline.train.distributed import RankPool
+
+        if self._pool is not None:
+            raise RuntimeError("the runner is already initialized")
+        b = self.builder
+        self._pool = RankPool(_enter_runner, b, nprocs=b.device_count, backend=b.backend)
+
+    def finalize(self) -> None:
+        """Finalize every rank's runner and end the processes; idempotent."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> DistributedRunner:
+        self.initialize()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.finalize()
+
+    def _call(self, name: str, *args: Any) -> Any:
+        if self._pool is None:
+            raise RuntimeError("the runner is not initialized: use `with runner:` around passes")
+        return self._pool.call(name, *args)
+
+    def run_one_pass(self) -> int:
+        """:meth:`Runner.run_one_pass` on every rank; rank 0's number of batches."""
+        return self._call("run_one_pass")
+
+    def run(self, num_passes: int) -> int:
+        """:meth:`Runner.run` on every rank; rank 0's number of passes run."""
+        positive_int("num_passes", num_passes)
+        return self._call("run", num_passes)
+
+    def summary(self) -> TrainResult:
+        """Rank 0's :func:`summarize` of its runner."""
+        return self._call("summary")
+
+    def __repr__(self) -> str:
+        state = "running" if self._pool is not None else "not started"
+        return f"DistributedRunner(device_count={self.builder.device_count}, {state})"
+
+
+class _RankRunner:
+    """What a :class:`DistributedRunner` process holds: the built runner, entered."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+
+    def run_one_pass(self) -> int:
+        return self.runner.run_one_pass()
+
+    def run(self, num_passes: int) -> int:
+        return self.runner.run(num_passes)
+
+    def summary(self) -> TrainResult:
+        return summarize(self.runner)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.runner.__exit__(*exc_info)
+
+
+def _enter_runner(builder: RunnerBuilder) -> _RankRunner:
+    runner = builder.build()
+    assert isinstance(runner, Runner)  # inside the process group: this rank's own
+    runner.__enter__()
+    return _RankRunner(runner)
+
+
 def _run_in_process(builder: RunnerBuilder, num_passes: int) -> TrainResult:
     runner = builder.build()
     with runner:
@@ -327,8 +446,11 @@ def _run_in_process(builder: RunnerBuilder, num_passes: int) -> TrainResult:
         return summarize(runner)
 
 
-def summarize(runner: Runner) -> TrainResult:
-    """A :class:`TrainResult` from a (still initialized) trainer runner."""
+def summarize(runner: Runner | DistributedRunner) -> TrainResult:
+    """A :class:`TrainResult` from a (still initialized) trainer runner (rank 0's, of a
+    :class:`DistributedRunner`)."""
+    if isinstance(runner, DistributedRunner):
+        return runner.summary()
     ctx = runner.context
     history = runner.find(History)
     progress = runner.find(Progress)

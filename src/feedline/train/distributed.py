@@ -64,6 +64,7 @@ __all__ = [
     "launch",
     "free_port",
     "leave_group",
+    "RankPool",
 ]
 
 logger = logging.getLogger(__name__)
@@ -352,9 +353,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, payload: bytes, world_size: int, backend: str, port: int,
-            result_path: str, threads: int | None) -> None:
-    fn, args = pickle.loads(payload)
+def _join_group(rank: int, world_size: int, backend: str, port: int,
+                threads: int | None) -> None:
+    """In a process :func:`launch` or :class:`RankPool` started: set torchrun's
+    environment and join the group on ``127.0.0.1:port``."""
     os.environ.update({
         "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world_size),
         "LOCAL_WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
@@ -365,6 +367,22 @@ def _worker(rank: int, payload: bytes, world_size: int, backend: str, port: int,
         torch.cuda.set_device(rank % torch.cuda.device_count())
     dist.init_process_group(backend=backend, init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world_size)
+
+
+def _exit_now() -> None:
+    """End a started process without interpreter shutdown, so that no gloo thread of a
+    group that a DDP wrapper still holds (torch frees such a group only at exit) can be
+    unwound during shutdown."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(0)
+
+
+def _worker(rank: int, payload: bytes, world_size: int, backend: str, port: int,
+            result_path: str, threads: int | None) -> None:
+    fn, args = pickle.loads(payload)
+    _join_group(rank, world_size, backend, port, threads)
     try:
         result = fn(*args)
         if rank == 0:
@@ -373,14 +391,22 @@ def _worker(rank: int, payload: bytes, world_size: int, backend: str, port: int,
         del result, fn, args
     finally:
         leave_group()
-    # Success: end the process here, without interpreter shutdown, so that no gloo thread
-    # of a group that a DDP wrapper still holds (torch frees such a group only at exit)
-    # can be unwound during shutdown. Rank 0's result is already in `result_path`; an
-    # exception above takes the normal path and is reported to launch() by torch.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    logging.shutdown()
-    os._exit(0)
+    # Success: rank 0's result is already in `result_path`; an exception above takes the
+    # normal path and is reported to launch() by torch.
+    _exit_now()
+
+
+def _check_launch(nprocs: int, backend: str | None, threads: int | None
+                  ) -> tuple[str, int | None]:
+    """Validated ``(backend, threads per process)`` for starting ``nprocs`` processes."""
+    positive_int("nprocs", nprocs)
+    if dist.is_available() and dist.is_initialized():
+        raise RuntimeError("launch() cannot start processes from inside a process group")
+    backend = backend or default_backend()
+    one_of("backend", backend, ("gloo", "nccl", "mpi"))
+    if threads is None and backend == "gloo":
+        threads = max(1, (os.cpu_count() or 1) // nprocs)
+    return backend, threads
 
 
 def launch(
@@ -412,13 +438,7 @@ def launch(
     ...
     ValueError: `nprocs` must be a positive int, got 0
     """
-    positive_int("nprocs", nprocs)
-    if dist.is_available() and dist.is_initialized():
-        raise RuntimeError("launch() cannot start processes from inside a process group")
-    backend = backend or default_backend()
-    one_of("backend", backend, ("gloo", "nccl", "mpi"))
-    if threads_per_process is None and backend == "gloo":
-        threads_per_process = max(1, (os.cpu_count() or 1) // nprocs)
+    backend, threads_per_process = _check_launch(nprocs, backend, threads_per_process)
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="feedline-launch-") as tmp:
@@ -433,3 +453,137 @@ def launch(
             return None
         with open(result_path, "rb") as f:
             return pickle.load(f)
+
+
+# ---------------------------------------------------------------------- a pool of ranks
+
+def _serve(rank: int, world_size: int, backend: str, port: int, threads: int | None,
+           payload: bytes, conn: Any) -> None:
+    """A :class:`RankPool` process: build the object, then run the calls it is sent."""
+    _join_group(rank, world_size, backend, port, threads)
+    obj: Any = None
+    try:
+        factory, args = pickle.loads(payload)
+        obj = factory(*args)
+        conn.send(("ok", None))
+        while True:
+            name, call_args = conn.recv()
+            value = getattr(obj, name)(*call_args)
+            conn.send(("ok", value if rank == 0 else None))
+            if name == RankPool.LAST_CALL:
+                break
+    except BaseException as exc:  # reported to the parent, which stops every rank
+        import traceback
+
+        try:
+            conn.send(("error", f"rank {rank}: {type(exc).__name__}: {exc}\n"
+                                f"{traceback.format_exc()}"))
+        except OSError:  # pragma: no cover - the parent is gone
+            pass
+    finally:
+        del obj
+        leave_group()
+    _exit_now()
+
+
+class RankPool:
+    """``nprocs`` processes on this machine forming one process group (as :func:`launch`
+    starts them), each holding ``factory(*args)``; :meth:`call` runs one of its methods
+    on every rank at once and returns rank 0's result.
+
+    An exception on any rank stops all of them and is raised here as a
+    ``RuntimeError`` with that rank's traceback (a rank left alone would wait forever
+    in a collective). :meth:`close` calls the method named ``last`` on every rank (if
+    given), then ends the processes. Everything passed must pickle.
+
+    Starting processes takes seconds, so the run is not shown as an example here; the
+    arguments are checked before any process starts:
+
+    >>> RankPool(rank_and_world_size, nprocs=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: `nprocs` must be a positive int, got 0
+    """
+
+    LAST_CALL = "__exit__"
+
+    def __init__(self, factory: Callable[..., Any], *args: Any, nprocs: int,
+                 backend: str | None = None, threads_per_process: int | None = None) -> None:
+        backend, threads = _check_launch(nprocs, backend, threads_per_process)
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        payload = pickle.dumps((factory, args))
+        port = free_port()
+        self._procs: list[Any] = []
+        self._conns: list[Any] = []
+        try:
+            for rank in range(nprocs):
+                mine, theirs = ctx.Pipe()
+                proc = ctx.Process(target=_serve, name=f"feedline-rank-{rank}",
+                                   args=(rank, nprocs, backend, port, threads, payload, theirs))
+                proc.start()
+                theirs.close()
+                self._procs.append(proc)
+                self._conns.append(mine)
+            self._gather()
+        except BaseException:
+            self._stop(0)
+            raise
+
+    def _gather(self) -> Any:
+        """Every rank's answer to the last request; rank 0's value."""
+        from multiprocessing.connection import wait
+
+        answers: dict[int, Any] = {}
+        waiting = dict(enumerate(self._conns))
+        while waiting:
+            wait([*waiting.values(), *(self._procs[r].sentinel for r in waiting)])
+            for rank in list(waiting):
+                conn, proc = waiting[rank], self._procs[rank]
+                if conn.poll():
+                    try:
+                        answer = conn.recv()
+                    except EOFError:
+                        answer = ("error", f"rank {rank} ended without an answer")
+                elif not proc.is_alive():
+                    answer = ("error", f"rank {rank} ended with exit code {proc.exitcode}")
+                else:
+                    continue
+                del waiting[rank]
+                if answer[0] == "error":
+                    self._stop(0)
+                    raise RuntimeError(f"a data-parallel process failed: {answer[1]}")
+                answers[rank] = answer
+        return answers[0][1]
+
+    def call(self, name: str, *args: Any) -> Any:
+        """Run ``obj.name(*args)`` on every rank; rank 0's result."""
+        if not self._procs:
+            raise RuntimeError("the processes of this pool have ended")
+        for conn in self._conns:
+            conn.send((name, args))
+        return self._gather()
+
+    def close(self) -> None:
+        """Call :attr:`LAST_CALL` on every rank (``__exit__(None, None, None)``), end the
+        processes; idempotent."""
+        if not self._procs:
+            return
+        try:
+            self.call(self.LAST_CALL, None, None, None)
+        finally:
+            self._stop(30.0)
+
+    def _stop(self, grace: float) -> None:
+        """End the processes: each has ``grace`` seconds to exit, then is killed."""
+        procs, self._procs = self._procs, []
+        for proc in procs:
+            proc.join(timeout=grace)
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for conn in self._conns:
+            conn.close()
+        self._conns = []
