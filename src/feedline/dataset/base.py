@@ -955,9 +955,6 @@ class RandomAccessDataset(Dataset[T]):
     def __bool__(self) -> bool:
         return len(self) > 0
 
-    def __bool__(self) -> bool:
-        return len(self) > 0
-
     def group(self, size: int) -> RandomAccessDataset[list]:
         """Random-access batching: item ``k`` is the list of items ``k*size ..
         (k+1)*size - 1`` (the last group smaller); see :mod:`feedline.dataset.group`.
@@ -1021,3 +1018,4 @@ class IndexIterator(DatasetIterator[T]):
 def _json_size(state: dict) -> int:
     """Size in bytes of ``state`` as JSON (used by tests that check states stay small)."""
     return len(json.dumps(state))
+
