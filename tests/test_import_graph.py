@@ -15,7 +15,8 @@ Layers, lowest first (a module may import its own layer and those below it):
 3. ``runtime``: threads and worker processes
 4. ``dataset``: the pipeline stages
 5. ``io``: file lists and splits
-6. faces: ``reader``, ``data_type``, ``feeder``, ``sequence``, ``pytorch``, ``image``, ``mxnet``
+6. faces: ``reader``, ``data_type``, ``feeder``, ``sequence``, ``pytorch``, ``image``, ``mxnet``,
+   ``datasets``
 7. ``train``
 8. ``demo``
 9. ``cli``
@@ -42,7 +43,7 @@ LAYERS = [
     ("feedline.dataset",),
     ("feedline.io",),
     ("feedline.reader", "feedline.data_type", "feedline.feeder", "feedline.sequence",
-     "feedline.pytorch", "feedline.image", "feedline.mxnet"),
+     "feedline.pytorch", "feedline.image", "feedline.mxnet", "feedline.datasets"),
     ("feedline.train",),
     ("feedline.demo",),
     ("feedline.cli", "feedline.__main__"),

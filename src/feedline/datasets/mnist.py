@@ -1,0 +1,107 @@
+"""``paddle.dataset.mnist``: MNIST readers over local files (never a download).
+
+:func:`train` and :func:`test` return a reader of ``(image, label)`` samples: ``image``
+a ``float32`` vector with the pixels mapped from ``0..255`` to ``[-1, 1]``
+(``pixel / 255 * 2 - 1``, as PaddlePaddle's reader computes it), ``label`` an ``int``.
+
+The data comes from ``directory``, a folder holding MNIST's four IDX files
+(``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``, ``t10k-images-idx3-ubyte``,
+``t10k-labels-idx1-ubyte``, each optionally gzipped, as they are distributed). Without
+``directory`` the readers use the copy of the UCI handwritten digits that scikit-learn
+ships (``sklearn.datasets.load_digits``: 1,797 images of 8x8 pixels ``0..16``, so the
+vectors have 64 values, mapped as ``pixel / 16 * 2 - 1``; ``pip install
+'feedline[demo]'``), split like ``feedline demo`` splits it: a permutation seeded with
+0, its first 20% (359 images) the test set and the rest (1,438) the training set.
+
+>>> from feedline.datasets import mnist
+>>> len(mnist.train()), len(mnist.test())
+(1438, 359)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from feedline._internal.optional import require
+from feedline.dataset.base import RandomAccessDataset
+from feedline.dataset.sources import from_random_access
+from feedline.datasets._samples import ScaledSamples
+from feedline.exceptions import DataError
+from feedline.formats.idx import read_idx
+
+__all__ = ["train", "test"]
+
+_IDX = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+
+
+def _idx_file(directory: str, stem: str) -> str:
+    candidates = [os.path.join(directory, stem + suffix) for suffix in ("", ".gz")]
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(
+        f"no MNIST file {stem} (or {stem}.gz) in {directory}; feedline reads MNIST from local "
+        "IDX files and never downloads it"
+    )
+
+
+def _from_idx(directory: str | os.PathLike, part: str) -> ScaledSamples:
+    folder = os.fspath(directory)
+    if not os.path.isdir(folder):
+        raise NotADirectoryError(f"`directory` must be a folder with MNIST's IDX files, got {folder!r}")
+    image_path, label_path = (_idx_file(folder, stem) for stem in _IDX[part])
+    images, labels = read_idx(image_path), read_idx(label_path)
+    if images.ndim != 3 or images.dtype != np.uint8:
+        raise DataError(f"expected uint8 images of shape (n, rows, cols), got {images.dtype} "
+                        f"{images.shape}", path=image_path)
+    if labels.ndim != 1 or len(labels) != len(images):
+        raise DataError(f"expected {len(images)} labels for the {len(images)} images of "
+                        f"{image_path}, got shape {labels.shape}", path=label_path)
+    return ScaledSamples(images, labels, 2 / 255, -1.0)
+
+
+def _from_digits(part: str) -> ScaledSamples:
+    digits = require("sklearn.datasets", extra="demo").load_digits()
+    images = digits.data.astype(np.uint8)
+    order = np.random.default_rng(0).permutation(len(images))
+    n_test = int(round(len(images) * 0.2))
+    rows = order[:n_test] if part == "test" else order[n_test:]
+    return ScaledSamples(images[rows], digits.target[rows], 2 / 16, -1.0)
+
+
+def _reader(directory: Any, part: str) -> RandomAccessDataset:
+    samples = _from_digits(part) if directory is None else _from_idx(directory, part)
+    return from_random_access(samples)
+
+
+def train(directory: str | os.PathLike | None = None) -> RandomAccessDataset:
+    """The training reader: MNIST's 60,000 training images from the IDX files in
+    ``directory``, or scikit-learn's digits (1,438 images) without one; see the module
+    docstring. The files are read when this is called.
+
+    >>> from feedline.datasets import mnist
+    >>> image, label = mnist.train()[0]
+    >>> image.shape, round(float(image.max()), 3), 0 <= label < 10
+    ((64,), 1.0, True)
+    """
+    return _reader(directory, "train")
+
+
+def test(directory: str | os.PathLike | None = None) -> RandomAccessDataset:
+    """The test reader: MNIST's 10,000 ``t10k`` images from ``directory``, or
+    scikit-learn's digits (359 images, none of them in :func:`train`'s) without one.
+
+    >>> from feedline.datasets import mnist
+    >>> len(mnist.test())
+    359
+    """
+    return _reader(directory, "test")
+
+
+test.__test__ = False  # type: ignore[attr-defined]  # not a pytest test function
