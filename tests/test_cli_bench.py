@@ -34,7 +34,7 @@ def test_bench_counts_records_and_bytes_of_every_file(files, capsys):
 def test_bench_text_output_with_shuffle_epochs_and_limit(files, capsys):
     assert main(["bench", "--shuffle", "8", "--epochs", "3", "--limit", "70", files[0]]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("70 records, 0.0 MB in ")
+    assert out.startswith("70 records, 700 B in ")  # not "0.0 MB"
     assert "bottleneck" in out.lower()
 
 

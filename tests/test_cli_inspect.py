@@ -51,7 +51,7 @@ def test_every_fixture_is_covered(fixtures_dir):
     on_disk = {
         str(p.relative_to(fixtures_dir))
         for p in fixtures_dir.rglob("*")
-        if p.is_file() and p.suffix not in (".json", ".md")
+        if p.is_file() and p.suffix not in (".json", ".md", ".py")  # not scripts that made them
     }
     assert on_disk == set(FIXTURES)
 
@@ -129,7 +129,7 @@ def test_inspect_limit_and_missing_file(fixtures_dir, capsys, tmp_path):
     junk = tmp_path / "junk"
     junk.write_bytes(bytes(range(256)) * 3)
     rc, [info] = _inspect_json(capsys, junk)
-    assert rc == 0 and info["format"] == "unknown"
+    assert rc == 2 and info["format"] == "unknown" and info["status"] == 2  # as bench and index
     with pytest.raises(SystemExit):
         main(["inspect", "--limit", "-1", str(junk)])
 
@@ -175,7 +175,7 @@ def test_index_every_fixture(fixtures_dir, tmp_path, capsys):
         ["index", "--json", "--output-dir", str(tmp_path), *(str(fixtures_dir / n) for n in names)]
     )
     results = {r["path"]: r for r in json.loads(capsys.readouterr().out)}
-    assert rc == 1  # damaged files and formats without an index
+    assert rc == 2  # formats without an index are the wrong type of file (2); damaged ones 1
     for name in names:
         fmt, _, count = FIXTURES[name]
         r = results[str(fixtures_dir / name)]
@@ -184,12 +184,11 @@ def test_index_every_fixture(fixtures_dir, tmp_path, capsys):
             if count is not None:
                 assert r["records"] == count
         elif name in DAMAGED:
-            assert DAMAGED[name] in r["error"]
+            assert DAMAGED[name] in r["error"] and r["status"] == 1
         else:
-            assert (
-                r["error"]
-                == f"{fixtures_dir / name}: {fmt} files have no index (only TFRecord and RecordIO do)"
-            )
+            label = {"csv": "CSV", "cifar10": "CIFAR-10", "recordio_idx": "RecordIO .idx"}[fmt]
+            assert r["error"] == (f"{fixtures_dir / name}: a {label} file; feedline index reads "
+                                  "only TFRecord and RecordIO files") and r["status"] == 2
     expected = json.loads((fixtures_dir / "tensorflow" / "expected.json").read_text())
     index = tfrecord.TFRecordIndex.load(tmp_path / "raw.tfrecord.index")
     assert index.offsets.tolist() == expected["raw.tfrecord"]["record_offsets"]

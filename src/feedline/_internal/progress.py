@@ -7,6 +7,11 @@
 * otherwise (``backend="plain"``) a plain line —
   ``desc [#############.................] 9/20  cost 0.2345  7.9 it/s`` — redrawn at
   most every ``refresh`` seconds;
+* with ``total=None`` (not known yet), the count and the rate without a bar.
+
+``update(means={"cost": c}, weight=n)`` shows running means: the mean of every value
+passed so far, each update weighted by ``weight`` (a batch's samples), not the last
+batch's value.
 * nothing at all when the stream is not a terminal (a file, a pipe, a test's captured
   output), unless ``dynamic=True``: logs stay free of redraw characters.
 
@@ -80,6 +85,7 @@ class ProgressBar:
             backend = "tqdm" if importlib.util.find_spec("tqdm") is not None else "plain"
         self.backend = backend
         self.count = 0
+        self._sums: dict[str, tuple[float, float]] = {}
         self._start = time.perf_counter()
         self._last_draw = float("-inf")
         self._tqdm: Any = None
@@ -90,9 +96,26 @@ class ProgressBar:
             self._tqdm = tqdm.tqdm(total=self.total, desc=self.desc, file=self.stream,
                                    leave=False, dynamic_ncols=True, mininterval=self.refresh)
 
-    def update(self, n: int = 1, *, postfix: str = "") -> None:
-        """Count ``n`` more steps and show ``postfix`` (e.g. the current cost)."""
+    def update(self, n: int = 1, *, postfix: str = "", means: dict[str, float] | None = None,
+               weight: float = 1.0) -> None:
+        """Count ``n`` more steps and show the running means of ``means`` (each value
+        weighted by ``weight``, e.g. the batch's sample count), then ``postfix``.
+
+        >>> bar = ProgressBar(total=2)
+        >>> bar.update(means={"cost": 1.0}, weight=3); bar.update(means={"cost": 0.0}, weight=1)
+        >>> bar.means(), bar.postfix()
+        ({'cost': 0.75}, 'cost 0.7500')
+        """
         self.count += n
+        if means:
+            w = float(weight)
+            for key, value in means.items():
+                if value is None:
+                    continue
+                total, weights = self._sums.get(key, (0.0, 0.0))
+                self._sums[key] = (total + float(value) * w, weights + w)
+        if self._sums:
+            postfix = f"{self.postfix()}  {postfix}" if postfix else self.postfix()
         if not self.active:
             return
         if self._tqdm is not None:
@@ -104,6 +127,14 @@ class ProgressBar:
         if now - self._last_draw >= self.refresh or self.count == self.total:
             self._last_draw = now
             self._draw(now, postfix)
+
+    def means(self) -> dict[str, float]:
+        """The running means of the values passed to :meth:`update` as ``means``."""
+        return {k: total / weights for k, (total, weights) in self._sums.items() if weights}
+
+    def postfix(self) -> str:
+        """The running means as shown on the line: ``cost 0.2345  accuracy 0.9375``."""
+        return "  ".join(f"{k} {v:.4f}" for k, v in self.means().items())
 
     def _draw(self, now: float, postfix: str) -> None:
         if self.total:

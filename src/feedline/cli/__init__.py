@@ -9,7 +9,9 @@ Each subcommand lives in its own module of this package (``feedline.cli.demo``,
 traceback (``--debug`` re-raises, traceback included):
 
 * 2 for a user error: a bad option, a missing file, a directory where a file is
-  expected (or the reverse), a missing optional extra (the message names the
+  expected (or the reverse), a file of the wrong type (:func:`check_format`: content that
+  is no format feedline reads, content that contradicts the file's name, a format the
+  command does not handle), a missing optional extra (the message names the
   ``pip install 'feedline[extra]'`` to run), a :class:`UsageError` a subcommand raises;
 * 1 for a data error: damaged input (:class:`~feedline.exceptions.DataError`,
   :class:`~feedline.exceptions.CheckpointError`, a broken GZIP/ZLIB stream) and any
@@ -34,7 +36,8 @@ import sys
 import zlib
 from collections.abc import Iterable, Sequence
 
-__all__ = ["main", "COMMANDS", "UsageError", "check_input_files", "exit_status", "error_message"]
+__all__ = ["main", "COMMANDS", "UsageError", "check_input_files", "check_format", "format_named",
+           "exit_status", "error_message"]
 
 #: Subcommands in the order ``feedline --help`` lists them.
 COMMANDS = ("demo", "pack", "inspect", "index", "bench")
@@ -82,6 +85,73 @@ def check_input_files(paths: Iterable[str]) -> None:
             raise UsageError(f"{path}: is a directory, expected a file")
         if not os.path.exists(path):
             raise UsageError(f"{path}: no such file")
+
+
+#: the format a file's name promises, by its suffix (after a compression suffix)
+_NAMED_FORMATS = {".tfrecord": "tfrecord", ".tfrecords": "tfrecord", ".tfrec": "tfrecord",
+                  ".rec": "recordio", ".tar": "tar"}
+_COMPRESSION_SUFFIXES = (".gz", ".gzip", ".zlib", ".zz")
+#: how messages name each format ``detect_format`` returns
+FORMAT_LABELS = {"tfrecord": "TFRecord", "recordio": "RecordIO", "recordio_idx": "RecordIO .idx",
+                 "idx": "MNIST IDX", "tar": "tar (WebDataset)", "csv": "CSV", "text": "text",
+                 "cifar10": "CIFAR-10", "empty": "empty", "unknown": "unknown"}
+
+
+def format_named(path: str | os.PathLike) -> str | None:
+    """The format that ``path``'s name promises (``"tfrecord"`` for ``x.tfrecord``,
+    ``x.tfrecords.gz``; ``"recordio"`` for ``x.rec``; ``"tar"`` for ``x.tar``), or
+    ``None`` when the name promises nothing.
+
+    >>> format_named("train-00000-of-00008.tfrecord.gz"), format_named("a.rec"), format_named("a.bin")
+    ('tfrecord', 'recordio', None)
+    """
+    name = os.path.basename(os.fspath(path)).lower()
+    for suffix in _COMPRESSION_SUFFIXES:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return _NAMED_FORMATS.get(os.path.splitext(name)[1])
+
+
+def check_format(path: str | os.PathLike, fmt: str, *, command: str,
+                 accepted: Iterable[str] | None = None) -> None:
+    """Raise :class:`UsageError` (exit status 2, the same in every command) when ``fmt``,
+    the format :func:`~feedline.formats.detect.detect_format` found in the content of
+    ``path``, is not one that ``feedline COMMAND`` can use:
+
+    * ``"unknown"``: the content is no format feedline reads;
+    * a format other than the one the file's name promises (:func:`format_named`): a text
+      file named ``x.tfrecord`` is not read as text (an empty file fits every name);
+    * a format outside ``accepted`` (``None``: every known format).
+
+    >>> check_format("a.tfrecord", "tfrecord", command="inspect")
+    >>> check_format("notes.tfrecord", "text", command="inspect")
+    Traceback (most recent call last):
+    ...
+    feedline.cli.UsageError: notes.tfrecord: named like a TFRecord file, but its content is text: not a TFRecord file, or one whose first record header is damaged
+    >>> check_format("a.csv", "csv", command="index", accepted=["tfrecord", "recordio"])
+    Traceback (most recent call last):
+    ...
+    feedline.cli.UsageError: a.csv: a CSV file; feedline index reads only TFRecord and RecordIO files
+    """
+    path = os.fspath(path)
+    if fmt == "unknown":
+        known = [label for key, label in FORMAT_LABELS.items() if key not in ("empty", "unknown")]
+        raise UsageError(f"{path}: unknown format: the content is none of "
+                         f"{', '.join(known[:-1])} or {known[-1]}")
+    named = format_named(path)
+    if named is not None and fmt not in (named, "empty"):
+        label = FORMAT_LABELS[named]
+        raise UsageError(f"{path}: named like a {label} file, but its content is "
+                         f"{FORMAT_LABELS.get(fmt, fmt)}: not a {label} file, or one whose first "
+                         "record header is damaged")
+    if accepted is not None:
+        accepted = list(accepted)
+        if fmt not in accepted and fmt != "empty":
+            labels = [FORMAT_LABELS.get(a, a) for a in accepted]
+            listed = labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
+            raise UsageError(f"{path}: a {FORMAT_LABELS.get(fmt, fmt)} file; feedline {command} "
+                             f"reads only {listed} files")
 
 
 def _chain(exc: BaseException) -> Iterable[BaseException]:

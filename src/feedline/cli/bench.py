@@ -11,8 +11,11 @@ The files are read through the pipeline a training job would use — ``read_reco
 ``--parallel-reads``), an optional ``shuffle``, ``batch`` and ``prefetch`` — for
 ``--epochs`` passes or ``--limit`` records. It prints records/s and MB/s of payload, then
 the per-stage statistics and the bottleneck line (see :mod:`feedline.runtime.stats`).
-TFRecord (any compression), RecordIO, CSV and text files are supported; the format is
-detected from the content.
+TFRecord (any compression), RecordIO, CSV, text and tar (WebDataset) files are supported;
+the format is detected from the content. A local file of the wrong type — content that is
+no format feedline reads, or content that contradicts the name (a text file named
+``x.tfrecord``) — is refused before anything is read, with exit status 2 as in
+``feedline inspect`` and ``feedline index`` (see :func:`feedline.cli.check_format`).
 
 >>> import os, tempfile
 >>> from feedline import tfrecord
@@ -58,14 +61,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     (['a.tfrecord'], 16, 2, None, False)
     """
     parser.add_argument("files", nargs="+", metavar="FILE", help="record files or globs")
-    parser.add_argument("--batch-size", type=_positive, default=64, metavar="N")
+    parser.add_argument("--batch-size", type=_positive, default=64, metavar="N",
+                        help="records per batch (default 64)")
     parser.add_argument("--shuffle", type=_positive, default=None, metavar="BUFFER",
                         help="add a shuffle stage with this buffer size")
     parser.add_argument("--cycle-length", type=_positive, default=1, metavar="K",
                         help="files read at once, interleaved (default 1)")
     parser.add_argument("--parallel-reads", type=_positive, default=None, metavar="N",
                         help="read each open file ahead in a thread, N records deep")
-    parser.add_argument("--epochs", type=_positive, default=1, metavar="N")
+    parser.add_argument("--epochs", type=_positive, default=1, metavar="N",
+                        help="passes over the files (default 1)")
     parser.add_argument("--limit", type=_positive, default=None, metavar="N",
                         help="stop after N records")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -116,6 +121,24 @@ def bench_files(paths: Sequence[str], *, batch_size: int = 64, shuffle: int | No
     }
 
 
+_READABLE = ("tfrecord", "recordio", "csv", "text", "tar")
+
+
+def _check_formats(paths: Sequence[str]) -> None:
+    """Refuse a local file (globs expanded) of the wrong type (see the module docstring)."""
+    import glob
+
+    from feedline.cli import check_format
+    from feedline.formats.detect import detect_format
+
+    for pattern in paths:
+        if "://" in pattern:
+            continue
+        names = sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
+        for name in names:
+            check_format(name, detect_format(name)[0], command="bench", accepted=_READABLE)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``feedline bench``; the exit status is 0 (errors: see :func:`feedline.cli.main`).
 
@@ -132,8 +155,10 @@ def run(args: argparse.Namespace) -> int:
     (0, 5, 15)
     """
     from feedline.cli import check_input_files
+    from feedline.runtime.stats import format_bytes
 
     check_input_files(args.files)
+    _check_formats(args.files)
     result = bench_files(args.files, batch_size=args.batch_size, shuffle=args.shuffle,
                          cycle_length=args.cycle_length, parallel_reads=args.parallel_reads,
                          epochs=args.epochs, limit=args.limit)
@@ -143,8 +168,8 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result, sys.stdout, default=str)
         sys.stdout.write("\n")
         return 0
-    print(f"{result['records']:,} records, {result['bytes'] / 1e6:,.1f} MB in "
+    print(f"{result['records']:,} records, {format_bytes(result['bytes'])} in "
           f"{result['seconds']:.2f} s: {result['records_per_s']:,.0f} records/s, "
-          f"{result['mb_per_s']:,.1f} MB/s")
+          f"{format_bytes(result['mb_per_s'] * 1e6)}/s")
     print(report)
     return 0

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from feedline.demo.data import load, pack
     from feedline.demo.network import digits_network
     from feedline.demo.pipeline import test_pipeline, train_pipeline
-    from feedline.train import RunnerBuilder
+    from feedline.train import Runner, RunnerBuilder
     from feedline.train.builder import summarize
     from feedline.train.checkpoint import latest_checkpoint, save_params
     from feedline.train.items import DataProvider, LocalUpdater
@@ -138,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
                .with_metrics_logger(os.path.join(out, "logs"))
                .with_checkpoints(ckpt_dir, keep=2, resume=resume))
     runner = builder.build()
+    assert isinstance(runner, Runner)  # one process: no device_count
     say(f"training: fc 200 -> fc 200 -> softmax {images.classes}, Adam (lr {args.learning_rate:g}) "
         "with a model average, "
         f"batch {args.batch_size}, {passes} passes, torch {torch.__version__} on "

@@ -12,8 +12,11 @@ TFRecord files (also GZIP/ZLIB ones; offsets then refer to the decompressed stre
 use to resynchronise after damage. MXNet RecordIO files get a ``.idx`` (``key<TAB>offset``
 lines, keys 0, 1, 2, ... in file order), as ``im2rec`` writes. The format is detected from
 the content (see ``feedline inspect``). A damaged file fails (exit status 1) unless
-``--skip-damaged`` leaves its damaged records out of the index; a file of another format
-is reported and also counts as a failure.
+``--skip-damaged`` leaves its damaged records out of the index. A file of another
+format (CSV, text, ...), content that is no format at all, or content that contradicts
+the name (a text file named ``x.tfrecord``) is the wrong type of file, not a damaged
+one: it is reported and fails with exit status 2, as in ``feedline inspect`` and
+``feedline bench`` (see :func:`feedline.cli.check_format`).
 
 An existing ``.idx`` is replaced only when it holds the keys this command writes (0, 1,
 2, ... in file order): one with other keys — MXNet image ids, as ``im2rec`` or
@@ -119,8 +122,9 @@ def index_file(
 ) -> dict[str, Any]:
     """Index one file; returns ``{"path", "format", "index", "records", "error",
     "status"}``: ``status`` is 0, or the exit status the error asks for (1 for a damaged
-    file or a format without an index, 2 for a file that is missing or not a file, or
-    an existing ``.idx`` with other keys kept because ``force`` is false).
+    file; 2 for a file that is missing, not a file, of a format without an index or
+    of the wrong type, or an existing ``.idx`` with other keys kept because ``force``
+    is false).
 
     >>> import os, tempfile
     >>> from feedline import recordio
@@ -133,7 +137,7 @@ def index_file(
     >>> index_file(os.path.join(d, "missing.rec"))["status"]
     2
     """
-    from feedline.cli import UsageError, exit_status
+    from feedline.cli import UsageError, check_format, exit_status
     from feedline.cli.inspect import detect_format
     from feedline.exceptions import FeedlineError
 
@@ -150,6 +154,7 @@ def index_file(
     try:
         fmt, compression = detect_format(path)
         out["format"] = fmt
+        check_format(path, fmt, command="index", accepted=("tfrecord", "recordio"))
         if fmt == "tfrecord":
             from feedline.formats import tfrecord
 
@@ -166,9 +171,8 @@ def index_file(
                 _check_keys(target)
             out["records"] = recordio.build_index(path, target, on_error=on_error)
             out["index"] = target
-        else:
-            out["error"] = f"{path}: {fmt} files have no index (only TFRecord and RecordIO do)"
-            out["status"] = 1
+        else:  # empty: nothing to index
+            raise UsageError(f"{path}: an empty file; there is nothing to index")
     except (FeedlineError, OSError, ValueError, UsageError) as exc:
         if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
             message = f"{exc.filename}: {exc.strerror}"

@@ -16,7 +16,10 @@ image format, CSV fields, IDX and CIFAR arrays). A damaged file is reported with
 error (path, record and byte offset) after the records read before it: the records go
 to stdout, the error to stderr as one line ``feedline inspect: error: ...``, and the exit
 status is 1. A missing file or a directory is refused before anything is read (exit
-status 2). ``--json`` prints one JSON object per file, as a list; a bytes value longer
+status 2). A file of the wrong type — content that is no format feedline reads, or
+content that contradicts the name (a text file named ``x.tfrecord``) — is reported with
+its detected format and no records, and the exit status is 2, as in ``feedline bench``
+and ``feedline index`` (see :func:`feedline.cli.check_format`). ``--json`` prints one JSON object per file, as a list; a bytes value longer
 than 64 bytes appears there as ``{"length": N, "prefix": BASE64 of its first 16 bytes}``
 (shorter ones as base64 strings), a text line longer than 200 characters is cut there
 with ``...``, so that no payload is printed whole.
@@ -53,6 +56,7 @@ _VALUES_SHOWN = 8
 _BYTES_SHOWN = 64  # longer bytes values appear as {"length", "prefix"}
 _PREFIX_BYTES = 16
 _TEXT_SHOWN = 200
+_REPR_SHOWN = 42  # characters of a bytes value's repr in the text output
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -311,8 +315,10 @@ def _inspect_lines(path: str, compression: str | None, kind: str, limit: int, ou
 def inspect_file(path: str | os.PathLike, *, limit: int = 3) -> dict[str, Any]:
     """Summary of one file as a JSON-able ``dict``: ``path``, ``format``,
     ``compression``, ``size_bytes``, ``count``, ``record_bytes`` (min/mean/max),
-    ``records`` (the first ``limit`` decoded) and ``error`` (``None`` or the message of
-    the damage that stopped the scan; ``count`` then counts the records before it).
+    ``records`` (the first ``limit`` decoded), ``error`` (``None`` or the message of
+    the damage that stopped the scan; ``count`` then counts the records before it) and
+    ``status`` (0; 1 for damage; 2 for a file of the wrong type, see
+    :func:`feedline.cli.check_format`: then nothing is read).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
@@ -321,14 +327,17 @@ def inspect_file(path: str | os.PathLike, *, limit: int = 3) -> dict[str, Any]:
     >>> info["format"], info["count"], info["record_bytes"], len(info["records"]), info["error"]
     ('text', 2, {'min': 2, 'mean': 3.5, 'max': 5}, 1, None)
     """
+    from feedline.cli import UsageError, check_format, exit_status
     from feedline.exceptions import FeedlineError
 
     path = os.fspath(path)
-    out: dict[str, Any] = {"path": path, "format": None, "compression": None, "error": None}
+    out: dict[str, Any] = {"path": path, "format": None, "compression": None, "error": None,
+                           "status": 0}
     try:
         out["size_bytes"] = os.path.getsize(path)
         fmt, compression = detect_format(path)
         out["format"], out["compression"] = fmt, compression
+        check_format(path, fmt, command="inspect")
         if fmt == "tfrecord":
             _inspect_tfrecord(path, compression, limit, out)
         elif fmt == "recordio":
@@ -341,14 +350,39 @@ def inspect_file(path: str | os.PathLike, *, limit: int = 3) -> dict[str, Any]:
             _inspect_lines(path, compression, fmt, limit, out)
         elif fmt == "empty":
             out.update(count=0, record_bytes=None, records=[])
-    except (FeedlineError, OSError, ValueError) as exc:
+    except (FeedlineError, OSError, ValueError, UsageError) as exc:
         out["error"] = (
-            str(exc) if isinstance(exc, FeedlineError) else f"{type(exc).__name__}: {exc}"
+            str(exc) if isinstance(exc, (FeedlineError, UsageError))
+            else f"{type(exc).__name__}: {exc}"
         )
+        out["status"] = exit_status(exc) if isinstance(exc, UsageError) else 1
     return out
 
 
 # --------------------------------------------------------------------------- printing
+
+
+def _bytes_repr(data: bytes, *, width: int = _REPR_SHOWN, more: bool = False) -> str:
+    """``repr(data)``, cut to at most ``width`` characters plus ``...`` at a whole byte,
+    never inside an escape such as ``\\xff`` (``more``: ``data`` is itself a prefix, so
+    ``...`` follows anyway).
+
+    >>> _bytes_repr(b"\\xff" * 20, width=12)
+    "b'\\\\xff\\\\xff'..."
+    >>> _bytes_repr(b"ab"), _bytes_repr(b"ab", more=True)
+    ("b'ab'", "b'ab'...")
+    """
+    text = repr(data)
+    if len(text) <= width:
+        return text + "..." if more else text
+    lo, hi = 0, len(data)  # the longest prefix whose repr fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(repr(data[:mid])) <= width:
+            lo = mid
+        else:
+            hi = mid - 1
+    return repr(data[:lo]) + "..."
 
 
 def _short(value: Any) -> str:
@@ -358,9 +392,9 @@ def _short(value: Any) -> str:
         vals = value["values"]
         if value["kind"] == "bytes":
             vals = [
-                repr(base64.b64decode(v))[:42]
+                _bytes_repr(base64.b64decode(v))
                 if isinstance(v, str)
-                else f"{repr(base64.b64decode(v['prefix']))[:42]}... ({v['length']} bytes)"
+                else f"{_bytes_repr(base64.b64decode(v['prefix']), more=True)} ({v['length']} bytes)"
                 for v in vals
             ]
         more = ", ..." if value["count"] > len(vals) else ""
@@ -426,8 +460,9 @@ def _print_summary(info: dict[str, Any], write) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Inspect ``args.files``; exit status 1 when a file is damaged or unreadable, 2 when
-    one is missing or a directory (then nothing is inspected).
+    """Inspect ``args.files``; the exit status is the largest of the files' ``status``
+    (1: damaged or unreadable, 2: the wrong type of file), 2 when one is missing or a
+    directory (then nothing is inspected).
 
     >>> import argparse, contextlib, io, json, os, tempfile
     >>> from feedline import tfrecord
@@ -455,4 +490,4 @@ def run(args: argparse.Namespace) -> int:
         error = info["error"].splitlines()[0]
         error = error if info["path"] in error else f"{info['path']}: {error}"
         print(f"feedline inspect: error: {error}", file=sys.stderr)
-    return 1 if failed else 0
+    return max((i["status"] for i in infos), default=0)

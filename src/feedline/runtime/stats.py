@@ -48,13 +48,13 @@ step and everything else between ``next`` calls). The largest cost names the bot
   items, receiving results) → ``transfer-bound: ...``;
 * the source (stage #0) → ``source-bound: ...; read ahead with .prefetch() ...``;
 * another stage in the consumer's thread → ``compute-bound: map(f) runs in the consumer's
-  thread ...; run it in worker processes with .map(fn, workers=N)`` for maps, or
+  thread ...; run it in worker processes with .map(fn, num_workers=N)`` for maps, or
   ``stage-bound: ...`` for others.
 
 Stage iterators that do not run in the consumer's thread are still timed where they run;
 wrappers forward ``get_state``, ``set_state``, ``close`` and ``buffer_fill``. Stages that
 are never iterated do not appear: a map over a random-access dataset reads its input by
-index, and ``map(..., workers=N)`` over one has its workers read it.
+index, and ``map(..., num_workers=N)`` over one has its workers read it.
 
 >>> from feedline import Dataset
 >>> ds = Dataset.from_reader(lambda: iter(range(6))).map(lambda x: x + 1).batch(2)
@@ -114,14 +114,35 @@ class StageStats:
         return own
 
 
+_UNITS = ("B", "kB", "MB", "GB", "TB", "PB", "EB")
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes in decimal units with three significant digits, so that small sizes
+    do not print as ``0.0 MB``.
+
+    >>> [format_bytes(n) for n in (0, 512, 12_345, 4_500_000, 2.5e9)]
+    ['0 B', '512 B', '12.3 kB', '4.50 MB', '2.50 GB']
+    """
+    value = float(n)
+    unit = 0
+    while abs(value) >= 999.5 and unit < len(_UNITS) - 1:
+        value /= 1000.0
+        unit += 1
+    if unit == 0:
+        return f"{value:.0f} B"
+    return f"{f'{value:#.3g}'.rstrip('.')} {_UNITS[unit]}"
+
+
 class _Record:
     """Accumulated numbers of one dataset node (all its iterators, e.g. one per epoch)."""
 
     def __init__(self, key: int, name: str, position: int, is_source: bool,
-                 parent_ids: set[int]) -> None:
+                 parent_ids: set[int], creator: int | None = None) -> None:
         self.key = key
         self.name = name
         self.position = position
+        self.creator = creator  # the stage whose next() created this one (interleave's inputs)
         self.is_source = is_source
         self.parent_ids = parent_ids
         self.items = 0
@@ -175,6 +196,9 @@ class _TimedIterator(DatasetIterator):
         stack = getattr(self._tls, "stack", None)
         if stack is None:
             stack = self._tls.stack = []
+            self._tls.running = []
+        running = self._tls.running
+        running.append(rec.key)
         clock = self._clock
         t0 = clock()
         if rec.first_start is None:
@@ -190,6 +214,7 @@ class _TimedIterator(DatasetIterator):
             t1 = clock()
             dt = t1 - t0
             inner = stack.pop()
+            running.pop()
             if stack:
                 stack[-1] += dt
             rec.items += produced
@@ -264,8 +289,10 @@ class PipelineStats:
             rec = self._records.get(id(node))
             if rec is None:
                 parents = tuple(getattr(node, "_parents", ()) or ())
+                running = getattr(self._tls, "running", None)
                 rec = _Record(id(node), str(getattr(node, "name", type(node).__name__)),
-                              len(self._records), not parents, {id(p) for p in parents})
+                              len(self._records), not parents, {id(p) for p in parents},
+                              running[-1] if running else None)
                 self._records[id(node)] = rec
                 self._nodes.append(node)
         return _TimedIterator(iterator, rec, self._tls, self._clock)
@@ -273,10 +300,10 @@ class PipelineStats:
     def report(self) -> StatsReport:
         """The numbers so far (the pipeline may still be running)."""
         with self._lock:
-            records = sorted(self._records.values(), key=lambda r: r.position)
+            records = _pipeline_order(sorted(self._records.values(), key=lambda r: r.position))
         stages = []
         now = self._clock()
-        for rec in records:
+        for position, rec in enumerate(records):
             span = (
                 (rec.last_end - rec.first_start)
                 if rec.first_start is not None and rec.last_end is not None else 0.0
@@ -285,7 +312,7 @@ class PipelineStats:
             if rec.fill_n:
                 fill = (rec.fill_min, rec.fill_sum / rec.fill_n, rec.fill_max)
             stages.append(StageStats(
-                position=rec.position,
+                position=position,
                 name=rec.name,
                 items=rec.items,
                 total_s=rec.total,
@@ -310,6 +337,40 @@ class PipelineStats:
             tops = [s for s, r in zip(stages, records) if r.key not in parent_ids]
             top = tops[-1] if tops else (stages[-1] if stages else None)
         return StatsReport(stages, wall, _verdict(stages, top, wall, records))
+
+
+def _pipeline_order(records: list[_Record]) -> list[_Record]:
+    """``records`` (in the order their stages were first iterated) in pipeline order: a
+    stage that another stage created while running (``interleave``'s per-file inputs,
+    opened as it goes) is listed just before that stage, with the stages it feeds after
+    it, instead of at the end of the table.
+
+    >>> recs = [_Record(k, n, k, not k, set(), c) for k, n, c in
+    ...         [(0, "files", None), (1, "interleave", None), (2, "batch", None),
+    ...          (3, "read(a)", 1), (4, "read(b)", 1)]]
+    >>> [r.name for r in _pipeline_order(recs)]
+    ['files', 'read(a)', 'read(b)', 'interleave', 'batch']
+    """
+    keys = {r.key for r in records}
+    created: dict[int, list[_Record]] = {}
+    top: list[_Record] = []
+    for rec in records:
+        if rec.creator is not None and rec.creator in keys and rec.creator != rec.key:
+            created.setdefault(rec.creator, []).append(rec)
+        else:
+            top.append(rec)
+    out: list[_Record] = []
+
+    def emit(rec: _Record) -> None:
+        for inner in created.pop(rec.key, ()):
+            emit(inner)
+        out.append(rec)
+
+    for rec in top:
+        emit(rec)
+    for rest in created.values():  # not reached: a creator is always recorded first
+        out.extend(rest)
+    return out
 
 
 _STALLED_S = 1.0
@@ -364,7 +425,7 @@ def _verdict(stages: list[StageStats], top: StageStats | None, wall: float,
     if worst.name.startswith(("map(", "xmap(")):
         return (
             f"compute-bound: {worst.name} runs in the consumer's thread and takes {pct} of the "
-            "time; run it in worker processes with .map(fn, workers=N) or make it cheaper"
+            "time; run it in worker processes with .map(fn, num_workers=N) or make it cheaper"
         )
     return f"stage-bound: {worst.name} takes {pct} of the time in the consumer's thread"
 

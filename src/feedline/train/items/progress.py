@@ -7,13 +7,17 @@ seconds)::
     pass 2:  51%|#####     | 23/45 [00:00<00:00, 56.1it/s, cost 0.2345  accuracy 0.9375]
     pass 2 [##########..........] 23/45  cost 0.2345  accuracy 0.9375  56.1 it/s
 
-and at the end of the pass (after the inner items, so the test result is known) prints::
+where cost and metrics are the pass's running means so far (weighted by the batches'
+sizes), not the last batch's values; at the end of the pass (after the inner items, so
+the test result is known) it prints::
 
     pass 2: 45 batches, 1,437 samples in 0.41 s (3,512 samples/s)  cost 0.1234  accuracy 0.9680  | test cost 0.1011  accuracy 0.9722
 
 Elsewhere (a file, a pipe, a test's captured output) only the end-of-pass lines are
-written. The total comes from ``context.batches_per_pass`` when known. Under data
-parallel only rank 0 prints.
+written. The total comes from ``context.batches_per_pass`` when known (a random-access
+pipeline; a stream's from the end of its first pass on), else from ``total``, the
+batches per pass the caller expects (a stream's first pass has no total without it).
+Under data parallel only rank 0 prints.
 
 Counters: ``passes`` — one dict per finished pass: ``pass_id``, ``batches``,
 ``samples``, ``seconds`` (from the start of the pass to the end of its last batch: the
@@ -44,7 +48,7 @@ import time
 from typing import Any, TextIO
 
 from feedline._internal.progress import BACKENDS, ProgressBar, is_terminal
-from feedline._internal.validate import check_float, one_of
+from feedline._internal.validate import check_float, one_of, optional_positive_int
 from feedline.train.items._pass import pass_test_result
 from feedline.train.runner import RunnerItem
 
@@ -62,7 +66,8 @@ class Progress(RunnerItem):
 
     ``stream``: where to write (default ``sys.stderr``); ``dynamic``: redraw a bar
     (default: when ``stream`` is a terminal); ``width``: the plain bar's width in
-    characters; ``backend``: ``"auto"`` (tqdm when installed), ``"tqdm"`` or ``"plain"``.
+    characters; ``backend``: ``"auto"`` (tqdm when installed), ``"tqdm"`` or ``"plain"``;
+    ``total``: batches per pass to show while the data cannot tell (``None``: none).
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
@@ -83,8 +88,10 @@ class Progress(RunnerItem):
     """
 
     def __init__(self, *, stream: TextIO | None = None, dynamic: bool | None = None,
-                 width: int = 30, refresh: float = 0.2, backend: str = "auto") -> None:
+                 width: int = 30, refresh: float = 0.2, backend: str = "auto",
+                 total: int | None = None) -> None:
         self.stream = stream
+        self.total = optional_positive_int("total", total)
         self.dynamic = dynamic
         self.width = int(width)
         self.refresh = check_float("refresh", refresh)
@@ -111,7 +118,7 @@ class Progress(RunnerItem):
         if self._dyn:
             ctx = self.context
             self._bar = ProgressBar(
-                total=getattr(ctx, "batches_per_pass", None) or None,
+                total=getattr(ctx, "batches_per_pass", None) or self.total,
                 desc=f"pass {getattr(ctx, 'pass_id', len(self.passes))}", stream=self._out(),
                 dynamic=True, backend=self.backend, width=self.width, refresh=self.refresh)
         next_callback()
@@ -123,8 +130,10 @@ class Progress(RunnerItem):
         self._samples += int(getattr(ctx, "batch_size", 0) or 0)
         self._last_batch = time.perf_counter()
         if self._bar is not None:
-            self._bar.update(postfix=_fmt_metrics(getattr(ctx, "cost", None),
-                                                  getattr(ctx, "metrics", {})))
+            cost = getattr(ctx, "cost", None)
+            means = {} if cost is None else {"cost": cost}
+            means.update(getattr(ctx, "metrics", {}))
+            self._bar.update(means=means, weight=int(getattr(ctx, "batch_size", 0) or 1))
         return stop
 
     def on_pass_end(self, next_callback: Any) -> None:
