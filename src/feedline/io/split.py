@@ -28,7 +28,10 @@ item) may differ in length: those consumers join the ranks at every step (see
 :mod:`feedline.pytorch.rank_join`).
 
 ``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialised,
-else to the ``RANK`` and ``WORLD_SIZE`` environment variables, else to 0 and 1.
+else to the ``RANK`` and ``WORLD_SIZE`` environment variables, else to 0 and 1. A
+byte-range part left to these defaults looks them up when it is read (and when it is
+pickled into a DataLoader worker), not when it is made: a pipeline built before the
+process group exists (Lightning's ``Trainer.fit`` starts it) still reads the right part.
 
 >>> ds = Dataset.range(10)
 >>> parts = [split(ds, r, 2, worker=w, num_workers=2).to_list() for r in range(2) for w in range(2)]
@@ -105,6 +108,7 @@ def split(
     >>> [split(Dataset.range(5), rank, 2, policy="drop_remainder").to_list() for rank in range(2)]
     [[0, 2], [1, 3]]
     """
+    given = (rank, world_size)
     rank, world_size = resolve_rank_world(rank, world_size)
     positive_int("num_workers", num_workers)
     non_negative_int("worker", worker)
@@ -120,7 +124,7 @@ def split(
     if mode == "bytes":
         if format == "auto":
             format = "text" if all(p.endswith((".txt", ".csv")) for p in paths) else "recordio"
-        return ByteRangeSplit(paths, rank, world_size, worker=worker, num_workers=num_workers,
+        return ByteRangeSplit(paths, *given, worker=worker, num_workers=num_workers,
                               format=format, storage_options=storage_options)
     if format == "tar" or (format == "auto" and all(p.endswith(".tar") for p in paths)):
         from feedline.formats.webdataset.index import IndexedTarShards
@@ -135,7 +139,9 @@ def split(
 class ByteRangeSplit(Dataset):
     """Rank ``rank``'s (and worker ``worker``'s) byte range of record files: the records of
     :class:`~feedline.io.input_split.InputSplit` part ``rank * num_workers + worker`` of
-    ``world_size * num_workers``, a stream with the InputSplit's state.
+    ``world_size * num_workers``, a stream with the InputSplit's state. ``rank`` and
+    ``world_size`` left ``None`` are looked up (:func:`resolve_rank_world`) whenever the
+    part is read or pickled, so the part follows the process group it is read in.
 
     >>> import os, tempfile
     >>> from feedline import recordio
@@ -147,31 +153,50 @@ class ByteRangeSplit(Dataset):
     ('input_split(1/2)', (1, 2), [5, 6, 7, 8, 9])
     >>> [[r[0] for r in part.for_worker(w, 2).to_list()] for w in range(2)]
     [[6, 7], [8, 9]]
+    >>> ByteRangeSplit([path]).rank_split     # no process group, no RANK: (0, 1)
+    (0, 1)
     """
 
-    def __init__(self, paths: list[str], rank: int, world_size: int, *, worker: int = 0,
-                 num_workers: int = 1, format: str = "recordio",
+    def __init__(self, paths: list[str], rank: int | None = None, world_size: int | None = None,
+                 *, worker: int = 0, num_workers: int = 1, format: str = "recordio",
                  storage_options: dict | None = None) -> None:
-        from feedline.io.input_split import InputSplit
-
         super().__init__()
         self.paths = list(paths)
-        self.rank, self.world_size = rank, world_size
+        self._given = (rank, world_size)
         self.worker, self.num_workers = worker, num_workers
         self.format, self.storage_options = format, storage_options
-        self.input_split = InputSplit(self.paths, rank * num_workers + worker,
-                                      world_size * num_workers, format=format,
-                                      storage_options=storage_options)
-
-    @property
-    def name(self) -> str:
-        s = self.input_split
-        return f"input_split({s.part_index}/{s.num_parts})"
+        self._split: Any = None
+        self.input_split  # check the files and the part now  # noqa: B018
 
     @property
     def rank_split(self) -> tuple[int, int]:
         """``(rank, world_size)``: this source splits by rank."""
-        return self.rank, self.world_size
+        return resolve_rank_world(*self._given)
+
+    @property
+    def input_split(self) -> Any:
+        """The :class:`~feedline.io.input_split.InputSplit` of this part (for the current
+        rank when it is looked up)."""
+        from feedline.io.input_split import InputSplit
+
+        rank, world = self.rank_split
+        part, parts = rank * self.num_workers + self.worker, world * self.num_workers
+        s = self._split
+        if s is None or (s.part_index, s.num_parts) != (part, parts):
+            s = self._split = InputSplit(self.paths, part, parts, format=self.format,
+                                         storage_options=self.storage_options)
+        return s
+
+    @property
+    def name(self) -> str:
+        rank, world = self.rank_split
+        return (f"input_split({rank * self.num_workers + self.worker}/"
+                f"{world * self.num_workers})")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_given"] = self.rank_split  # fixed where it is pickled (the process group's)
+        return state
 
     def for_worker(self, worker: int, num_workers: int) -> ByteRangeSplit:
         """The same rank's part divided among ``num_workers`` workers: worker ``worker``'s
@@ -180,7 +205,7 @@ class ByteRangeSplit(Dataset):
             raise ValueError(
                 f"{self.name} is already divided among {self.num_workers} workers"
             )
-        return ByteRangeSplit(self.paths, self.rank, self.world_size, worker=worker,
+        return ByteRangeSplit(self.paths, *self.rank_split, worker=worker,
                               num_workers=num_workers, format=self.format,
                               storage_options=self.storage_options)
 

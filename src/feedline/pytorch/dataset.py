@@ -296,9 +296,8 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         self.convert = bool(convert)
         self.pin_memory = bool(pin_memory)
         self.rank, self.world_size = rank, world_size
-        found = find_rank_split(dataset)
-        #: the pipeline's own split by rank ``(rank, world_size)``, if it has one
-        self.rank_split: tuple[int, int] | None = None if found is None else found.rank_split
+        #: whether the pipeline is split by rank already (a split/shard in it)
+        self.presplit = find_rank_split(dataset) is not None
         _import_worker_modules()
         self._epochs = _EpochCounter()
         self._iters = 0  # iterations started by this copy (a persistent worker's count)
@@ -327,13 +326,16 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
 
         rank, world = resolve_rank_world(self.rank, self.world_size)
         info = torch.utils.data.get_worker_info()
-        if self.rank_split is not None:  # split by rank already: split across workers only
-            if world > 1 and self.rank_split[1] != world:
+        if self.presplit:  # split by rank already: split across workers only
+            from feedline.dataset.shard import find_rank_split
+
+            found = find_rank_split(self.dataset)
+            assert found is not None  # self.presplit says so
+            if world > 1 and found.rank_split[1] != world:
                 raise ValueError(
-                    f"the pipeline is already split into {self.rank_split[1]} parts by rank "
-                    f"(rank {self.rank_split[0]}), but this job has {world} ranks: remove "
-                    "that split/shard (as_torch() splits by rank itself) or split by the "
-                    "job's world size"
+                    f"the pipeline is already split into {found.rank_split[1]} parts by "
+                    f"{found.name}, but this job has {world} ranks: remove that split/shard "
+                    "(as_torch() splits by rank itself) or split by the job's world size"
                 )
             rank, world = 0, 1
         if info is None:
@@ -373,7 +375,7 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         self._iters += 1
         epoch = self._epochs.claim(key, epoch)
         convert = _converter(self.convert, self.pin_memory and not in_worker)
-        if self.rank_split is not None:
+        if self.presplit:
             pipeline = split_workers(self.dataset, part, parts)
         else:
             pipeline = split_pipeline(self.dataset, part, parts)
