@@ -36,9 +36,10 @@ pass 9: cost 0.0000
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, overload
 
+from feedline._internal.validate import positive_int
 from feedline.train.builder import RunnerBuilder, TrainResult, summarize
 from feedline.train.checkpoint import load_params
 from feedline.train.checkpoint import save_params as _save_params
@@ -46,6 +47,7 @@ from feedline.train.events import TestResult
 from feedline.train.items import CreateModel, LocalUpdater
 from feedline.train.items.create_model import resolve_device
 from feedline.train.network import Network
+from feedline.train.runner import Runner
 
 __all__ = ["Trainer", "train", "test"]
 
@@ -167,6 +169,7 @@ class Trainer:
             result.trainer = self
             return result
         runner = builder.build(module=self.module, updater=self.updater)
+        assert isinstance(runner, Runner)  # one process: a plain runner
         with runner:
             self.module = runner.context.module
             runner.run(num_passes)
@@ -181,6 +184,7 @@ class Trainer:
         runner = RunnerBuilder(self.network, device=self.device, seed=self.seed) \
             .with_std_tester(reader, feeding=feeding, batch_size=batch_size) \
             .build(module=self._model(), updater=self.updater if trained else None)
+        assert isinstance(runner, Runner)  # device_count 1: a plain runner
         with runner:
             runner.run_one_pass()
             result = runner.context.test_result
@@ -205,22 +209,36 @@ class Trainer:
         load_params(path, self._model())
 
 
-def train(
-    reader: Any,
-    num_passes: int = 1,
-    event_handler: Callable[[Any], Any] | None = None,
-    feeding: Any = None,
-    *,
-    network: Network,
-    device: Any = None,
-    seed: int | None = None,
-    **options: Any,
-) -> TrainResult:
-    """``Trainer(network, device=, seed=).train(reader, num_passes, event_handler,
-    feeding, **options)``; the result's ``trainer`` is that trainer.
+@overload
+def train(reader: Any, num_passes: int = 1, event_handler: Callable[[Any], Any] | None = None,
+          feeding: Any = None, *, network: Network, device: Any = None, seed: int | None = None,
+          **options: Any) -> TrainResult: ...
+
+
+@overload
+def train(reader: Any, feeding: Mapping[str, int] | Sequence[str], batch_size: int,
+          num_passes: int = 1, *, network: Network, device: Any = None, seed: int | None = None,
+          **options: Any) -> TrainResult: ...
+
+
+def train(reader: Any, *args: Any, network: Network, device: Any = None, seed: int | None = None,
+          **options: Any) -> TrainResult:
+    """Train a new model of ``network``; the result's ``trainer`` is the :class:`Trainer`.
+
+    Two positional forms, told apart by the second argument:
+
+    * PaddlePaddle v2's ``train(reader, num_passes, event_handler, feeding)``:
+      ``Trainer(network, device=, seed=).train(reader, num_passes, event_handler,
+      feeding, **options)``;
+    * the reader design's ``train(batch_reader, feeding, batch_size, num_passes)``, when
+      the second argument is a feeding map (``{"image": 0, "label": 1}``) or a list of
+      input names: ``batch_reader`` yields batches (``feedline.batch(reader, 128)``),
+      fed as they come — ``batch_size`` states their size, as in the design, and no
+      batching happens here (the network's own ``batch_size`` is set aside too).
+      ``event_handler=`` and the other options are keywords.
 
     >>> import numpy as np, torch
-    >>> from feedline import Dataset, data_type
+    >>> from feedline import Dataset, batch, data_type
     >>> from feedline.train import SGD, network
     >>> xs = np.linspace(-1, 1, 8, dtype=np.float32).reshape(-1, 1)
     >>> data = Dataset.from_arrays(xs, 2 * xs)                   # y = 2x
@@ -230,10 +248,37 @@ def train(
     >>> result = train(data, num_passes=30, network=net, seed=0)
     >>> round(result.trainer.model.weight.item(), 3), len(result.passes)
     (2.0, 30)
+    >>> result = train(batch(data, 4), {"x": 0, "y": 1}, 4, 30, network=net, seed=0)  # the design's form
+    >>> round(result.trainer.model.weight.item(), 3), result.global_step
+    (2.0, 60)
     """
-    return Trainer(network, device=device, seed=seed).train(
-        reader, num_passes, event_handler, feeding, **options
-    )
+    if args and isinstance(args[0], (Mapping, list, tuple)):
+        if len(args) > 3:
+            raise TypeError(f"train(batch_reader, feeding, batch_size, num_passes) takes at most "
+                            f"4 positional arguments, got {len(args) + 1}")
+        taken = [n for n in ("feeding", "batch_size", "num_passes")[:len(args)] if n in options]
+        if taken:
+            raise TypeError(f"train() got `{taken[0]}` both by position and by keyword")
+        given = dict(zip(("feeding", "batch_size", "num_passes"), args))
+        given.update(options)
+        feeding = given.pop("feeding")
+        positive_int("batch_size", given.pop("batch_size", None))
+        num_passes = given.pop("num_passes", 1)
+        event_handler = given.pop("event_handler", None)
+        if network.batch_size is not None:  # the batches are the reader's
+            network = network(batch_size=None)
+        return Trainer(network, device=device, seed=seed).train(
+            reader, num_passes, event_handler, feeding, **given
+        )
+    if len(args) > 3:
+        raise TypeError(f"train(reader, num_passes, event_handler, feeding) takes at most 4 "
+                        f"positional arguments, got {len(args) + 1}")
+    given = dict(zip(("num_passes", "event_handler", "feeding"), args))
+    both = [n for n in given if n in options]
+    if both:
+        raise TypeError(f"train() got `{both[0]}` both by position and by keyword")
+    given.update(options)
+    return Trainer(network, device=device, seed=seed).train(reader, **given)
 
 
 def test(
