@@ -374,12 +374,11 @@ print(json.dumps(out))
 def test_holdout_examples_written_by_tensorflow_reencode_byte_identically():
     """Examples with empty bytes/int64/float lists written by TensorFlow in a subprocess
     (the peer environment ``../peers/tensorflow``) decode and re-encode byte-identically."""
-    import pathlib
     import subprocess
 
-    python = pathlib.Path(__file__).resolve().parents[1].parent / "peers" / "tensorflow" / "bin" / "python"
-    if not python.exists():
-        pytest.skip("the TensorFlow peer environment ../peers/tensorflow is not installed")
+    from peer_envs import peer_python
+
+    python = peer_python("tensorflow")
     proc = subprocess.run([str(python), "-c", _TF_HOLDOUT], capture_output=True, text=True,
                           timeout=300, env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-2000:]

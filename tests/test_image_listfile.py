@@ -14,7 +14,9 @@ from feedline.cli import main as cli_main
 from feedline.image.listfile import list_images, make_lists, read_list
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PEERS = pathlib.Path(os.environ.get("FEEDLINE_PEERS") or ROOT.parent / "peers")
+from peer_envs import PEERS_DIR as PEERS  # noqa: E402
+from peer_envs import peer_python  # noqa: E402
+
 FILES = ["0.jpg", "10.png", "a/1.jpg", "a/2.JPG", "a/3.png", "a/x.txt", "a/11.jpg", "a/12.jpg",
          "b/4.jpeg", "b/13.jpg", "b/deep/5.jpg", "b/deep/6.png", "c/7.jpg", "c/8.jpg", "c/9.jpg",
          "c/notes.jpg.bak", "empty/.keep"]
@@ -125,9 +127,7 @@ for prefix, options in jobs:
 def test_same_bytes_as_mxnet_im2rec_list(tree, tmp_path):
     """The .lst files of `feedline pack --list` equal MXNet 1.9.1's `im2rec.py --list`
     (its own make_list/parse_args, run in the peer environment)."""
-    python = PEERS / "mxnet" / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"mxnet peer environment not found at {python}")
+    python = peer_python("mxnet")
     found = list((PEERS / "mxnet" / "lib").glob("python3*/site-packages/mxnet/tools/im2rec.py"))
     assert found, "mxnet is installed but ships no tools/im2rec.py"
     jobs = []

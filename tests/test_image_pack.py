@@ -24,7 +24,7 @@ from feedline.image.listfile import ListItem, list_folder, read_list, write_list
 from feedline.image.pack import encode_image, pack_images  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PEERS = pathlib.Path(os.environ.get("FEEDLINE_PEERS") or ROOT.parent / "peers")
+from peer_envs import peer_python  # noqa: E402
 
 
 def _png_bytes(arr: np.ndarray) -> bytes:
@@ -317,9 +317,7 @@ MXNET_READ = textwrap.dedent(
 
 @pytest.mark.slow
 def test_mxnet_reads_what_we_pack(tree, tmp_path):
-    python = PEERS / "mxnet" / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"mxnet peer environment not found at {python}")
+    python = peer_python("mxnet")
     result = pack_images(tree, tmp_path / "mx", resize=20, encoding=".png")
     script = tmp_path / "read.py"
     script.write_text(MXNET_READ)
@@ -370,9 +368,7 @@ TF_READ = textwrap.dedent(
 @pytest.mark.slow
 def test_tensorflow_parses_our_tfrecord_shards(tree, tmp_path):
     pytest.importorskip("feedline.example")
-    python = PEERS / "tensorflow" / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"tensorflow peer environment not found at {python}")
+    python = peer_python("tensorflow")
     result = pack_images(tree, tmp_path / "tf", format="tfrecord", num_shards=2, resize=20)
     script = tmp_path / "read_tf.py"
     script.write_text(TF_READ)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import pathlib
 import subprocess
 import types
 
@@ -25,7 +24,8 @@ from feedline.image.pack import pack_images  # noqa: E402
 from feedline.image.record_iter import ImageRecordIter, part_range  # noqa: E402
 
 N = 23  # records; not a multiple of the batch sizes used
-PEERS = pathlib.Path(os.environ.get("FEEDLINE_PEERS") or pathlib.Path(__file__).resolve().parents[2] / "peers")
+from peer_envs import peer_python  # noqa: E402
+
 HAS_PARALLEL_MAP = importlib.util.find_spec("feedline.dataset.parallel_map") is not None
 
 
@@ -748,9 +748,7 @@ def test_mxnet_style_training_loop_runs_unchanged(exact_images):
 def test_training_loop_and_batches_match_mxnet(exact_images):
     """The same loop over MXNet 1.9.1's ImageRecordIter (peer environment) sees the same
     rows, pads, labels, pixel means, DataDesc, and the same int8 / float32 batches."""
-    python = PEERS / "mxnet" / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"mxnet peer environment not found at {python}")
+    python = peer_python("mxnet")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     done = subprocess.run([str(python), "-c", MXNET_SIDE, exact_images, TRAIN_LOOP],
                           capture_output=True, text=True, timeout=300, env=env, check=False)
