@@ -1,4 +1,4 @@
-"""``Dataset.map(fn, workers=N)``: apply ``fn`` in worker processes.
+"""``Dataset.map(fn, num_workers=N)``: apply ``fn`` in worker processes.
 
 CPU-bound Python mappers run truly in parallel, in ``N`` processes of a
 :class:`~feedline.runtime.workers.WorkerPool` that belongs to the dataset:
@@ -57,14 +57,14 @@ draws after a resume follow the seed of the resumed position
 (:mod:`feedline.runtime.seeding`), not those of the uninterrupted run.
 
 >>> from feedline import Dataset
->>> ds = Dataset.range(10).map(lambda x: x * x, workers=2)
+>>> ds = Dataset.range(10).map(lambda x: x * x, num_workers=2)
 >>> ds.to_list()
 [0, 1, 4, 9, 16, 25, 36, 49, 64, 81]
 >>> it = ds.iterator(); _ = next(it), next(it), next(it)
 >>> state = it.get_state(); it.close()
 >>> state["stages"]["pos"], list(ds.iterator(state))
 (3, [9, 16, 25, 36, 49, 64, 81])
->>> sorted(Dataset.range(5).map(abs, workers=2, ordered=False).to_list())
+>>> sorted(Dataset.range(5).map(abs, num_workers=2, ordered=False).to_list())
 [0, 1, 2, 3, 4]
 >>> ds.close()
 """
@@ -95,19 +95,20 @@ from feedline.exceptions import (
     StateNotSupportedError,
 )
 from feedline.runtime import autotune
-from feedline.runtime.seeding import derive_seed, fresh_seed
+from feedline.runtime.executor import CANCELLED, OK, Executor
+from feedline.runtime.seeding import fresh_seed
 from feedline.runtime.workers import (
-    CANCELLED,
-    OK,
     START_METHODS,
     TRANSPORTS,
     PoolKeeper,
     WorkerPool,
     default_start_method,
-    unpack_exception,
 )
 
-__all__ = ["ParallelMapDataset"]
+__all__ = ["ParallelMapDataset", "BACKENDS"]
+
+#: The executors of a worker stage (:mod:`feedline.runtime.executor`).
+BACKENDS = ("process", "thread", "ray")
 
 _LOCAL_ERROR = -1  # an exception raised in the consumer (pulling from the parent)
 _WAIT_SLICE = 1.0  # seconds per wait, between checks that the pool is still usable
@@ -130,7 +131,7 @@ class ParallelMapDataset(Dataset):
     most bytes of shared memory the result rings may use (default 1 GiB or a quarter of
     the free ``/dev/shm``, whichever is smaller); it caps how many items share a block.
 
-    >>> ds = Dataset.range(4).map(abs, workers=2)       # two worker processes
+    >>> ds = Dataset.range(4).map(abs, num_workers=2)       # two worker processes
     >>> type(ds).__name__, ds.to_list()
     ('ParallelMapDataset', [0, 1, 2, 3])
     """
@@ -150,6 +151,8 @@ class ParallelMapDataset(Dataset):
         cpu_budget: int | None = None,
         shm_budget: int | None = None,
         timeout: float | None = None,
+        backend: str = "process",
+        ray_options: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(parent, Dataset):
@@ -177,6 +180,14 @@ class ParallelMapDataset(Dataset):
         self.cpu_budget = optional_positive_int("cpu_budget", cpu_budget) or autotune.cpu_budget()
         self.shm_budget = optional_positive_int("shm_budget", shm_budget)
         self.timeout = optional_positive_number("timeout", timeout)
+        self.backend = one_of("backend", backend, BACKENDS)
+        self.ray_options = dict(ray_options or {})
+        if self.ray_options and backend != "ray":
+            raise ValueError("`ray_options` needs backend='ray'")
+        if backend == "ray":
+            from feedline.runtime.ray_executor import check_ray_options
+
+            check_ray_options(self.ray_options)
         source = parent if isinstance(parent, RandomAccessDataset) else None
         self._holder = _PoolHolder(fn, source, self)
         self._finalizer = weakref.finalize(self, self._holder.orphan)
@@ -220,6 +231,8 @@ class _PoolHolder(PoolKeeper):
         self.cpu_budget = ds.cpu_budget
         self.shm_budget = ds.shm_budget
         self.timeout = ds.timeout
+        self.backend = ds.backend
+        self.ray_options = ds.ray_options
         # a shard upstream may be resumed on another world size: capture the input's
         # state before every item, so that a state never counts items to skip
         self.exact_states = _has_shard(ds._parents[0])
@@ -231,15 +244,35 @@ class _PoolHolder(PoolKeeper):
         self.item_bytes: float | None = None
         self.capture_every = 1
 
-    def acquire(self) -> WorkerPool:
+    def acquire(self) -> Executor:
         pool, _ = self.take_idle()
+        if self.auto and self.workers is None and self.backend != "process":
+            self.workers = self._auto_workers()
         want = self.workers or 1
         return self.lend(
-            pool,
-            lambda: WorkerPool(self.fn, self.source, workers=want, stage=self.stage,
-                               start_method=self.start_method, transport=self.transport),
+            pool, lambda: self._make(want),
             fits=pool is not None and pool.size == want, drain_timeout=_DRAIN_TIMEOUT,
         )
+
+    def _auto_workers(self) -> int:
+        if self.backend == "thread":  # one more than the cores: one thread holds the GIL
+            return (os.cpu_count() or 1) + 1
+        from feedline.runtime.ray_executor import cluster_cpus
+
+        return cluster_cpus()
+
+    def _make(self, workers: int) -> Any:
+        if self.backend == "thread":
+            from feedline.runtime.executor import ThreadExecutor
+
+            return ThreadExecutor(self.fn, self.source, workers=workers, stage=self.stage)
+        if self.backend == "ray":
+            from feedline.runtime.ray_executor import RayExecutor
+
+            return RayExecutor(self.fn, self.source, workers=workers, stage=self.stage,
+                               timeout=self.timeout, **self.ray_options)
+        return WorkerPool(self.fn, self.source, workers=workers, stage=self.stage,
+                          start_method=self.start_method, transport=self.transport)
 
 
 class _ParallelMapIterator(DatasetIterator):
@@ -254,7 +287,7 @@ class _ParallelMapIterator(DatasetIterator):
         self._len = length
         self._epoch = epoch
         self._base = 0 if length is None else epoch * length
-        self._pool: WorkerPool | None = None
+        self._pool: Executor | None = None
         self._gen = 0
         self._n = 0
         self._depth = 1
@@ -315,19 +348,22 @@ class _ParallelMapIterator(DatasetIterator):
             self._rr_start = self._next_yield + self._calibration.items
         self._base_seed = holder.seed if holder.seed is not None else fresh_seed()
         for w in range(self._n):
-            pool.reseed(w, derive_seed(self._base_seed, w, self._epoch, self._next_yield))
+            pool.reseed(w, (self._base_seed, self._epoch))
         self._shm_budget = holder.shm_budget or _default_shm_budget()
         self._retune()
 
     def _retune(self) -> None:
         buffer_size = self._holder.buffer_size
-        self._bytes_cap = max(1 << 16, min(_CHUNK_BYTES, self._shm_budget // (self._depth * self._n)))
+        pool = self._pool
+        self._bytes_cap = getattr(pool, "chunk_bytes", None) or max(
+            1 << 16, min(_CHUNK_BYTES, self._shm_budget // (self._depth * self._n)))
         cap = autotune.MAX_CHUNK
         if buffer_size is not None:
             cap = max(1, buffer_size // (self._depth * self._n))
         self._chunk = autotune.choose_chunk(
             item_seconds=self._item_s, item_bytes=self._item_bytes,
             bytes_cap=self._bytes_cap, max_items=cap,
+            target_seconds=getattr(pool, "chunk_seconds", None) or autotune.CHUNK_SECONDS,
         )
         if self._calibration is not None:
             self._window = self._calibration.items
@@ -348,7 +384,7 @@ class _ParallelMapIterator(DatasetIterator):
             first = pool.size
             pool.add_workers(n - first)
             for w in range(first, n):
-                pool.reseed(w, derive_seed(self._base_seed, w, self._epoch, self._next_yield))
+                pool.reseed(w, (self._base_seed, self._epoch))
             self._pending.extend([] for _ in range(n - first))
             self._load.extend(0 for _ in range(n - first))
         self._n = pool.size
@@ -431,7 +467,7 @@ class _ParallelMapIterator(DatasetIterator):
                 return
             yield item
 
-    def _check_pool(self) -> WorkerPool:
+    def _check_pool(self) -> Executor:
         pool = self._pool
         if pool is None or pool.broken is not None:
             reason = "the dataset was closed" if pool is None else pool.broken
@@ -490,14 +526,15 @@ class _ParallelMapIterator(DatasetIterator):
         if status == OK:
             return value
         self._done = True
+        pool = self._pool
         self._release()
         if status == _LOCAL_ERROR:
             self._inflight -= 1
             raise value
         if status == CANCELLED:  # pragma: no cover - a cancelled item is never yielded
             raise PipelineError(f"stage {self._stage!r}: item {pos} was cancelled")
-        exc = unpack_exception(value, stage=self._stage, position=pos)
-        raise exc
+        assert pool is not None  # an entry from a worker came through an open pool
+        raise pool.error(value, stage=self._stage, position=pos)
 
     def _owner(self, p: int) -> int:
         if p < self._rr_start:
@@ -597,7 +634,7 @@ class _ParallelMapIterator(DatasetIterator):
             while pend and len(out) < depth and (full or not out or len(pend) >= chunk):
                 self._send(w)
 
-    def _pull_ordered(self, pool: WorkerPool, want: int | None) -> None:
+    def _pull_ordered(self, pool: Executor, want: int | None) -> None:
         """The pull loop of :meth:`_dispatch` (the same pulls, captures and sends as
         repeated :meth:`_pull_one`), for the common case: ordered, a stream input whose
         state can be captured, no calibration running, nothing yielded ahead."""
@@ -739,6 +776,9 @@ class _ParallelMapIterator(DatasetIterator):
                 pool.broken = pool.broken or (
                     f"worker {w} was stuck on item {position} for more than {timeout:g} s"
                 )
+                explain = getattr(pool, "timeout_error", None)  # Ray: the cluster gone?
+                if explain is not None:
+                    raise explain(self._stage, position, timeout)
                 raise StageTimeoutError(self._stage, position, timeout)
 
     def _collect(self, w: int) -> None:
@@ -809,7 +849,7 @@ class _ParallelMapIterator(DatasetIterator):
                     "right after shard() reads the shard by index and can only resume with the "
                     "same world size; resume with world_size="
                     f"{state['world_size']}, or let a stage iterate the shard first, e.g. "
-                    ".shard(rank, world_size).prefetch(2).map(fn, workers=N)"
+                    ".shard(rank, world_size).prefetch(2).map(fn, num_workers=N)"
                 )
             if state["len"] != self._len:
                 raise StateError(f"state is for an input of {state['len']} items, this one has "

@@ -1,6 +1,6 @@
 """A pool of worker processes that apply one function to chunks of items.
 
-This is the engine behind ``Dataset.map(fn, workers=N)``
+This is the engine behind ``Dataset.map(fn, num_workers=N)``
 (:mod:`feedline.dataset.parallel_map`); it knows nothing about datasets beyond "call
 ``source._getitem(i)``" for random-access inputs.
 
@@ -95,6 +95,7 @@ from feedline.exceptions import (
     WorkerDiedError,
     WorkerError,
 )
+from feedline.runtime.executor import CANCELLED, END, ERROR, OK, EndOfInput, run_chunk
 from feedline.runtime.shm import (
     Block,
     BufferRecycler,
@@ -122,10 +123,6 @@ __all__ = [
 START_METHODS = ("fork", "spawn", "forkserver")
 TRANSPORTS = ("auto", "shm", "pipe")
 
-#: Entry status codes in a worker's reply (``END``: the source's data ended before the
-#: position; see :class:`EndOfInput`).
-OK, ERROR, CANCELLED, END = 0, 1, 2, 3
-
 _TASK, _SEED, _STOP, _CONFIG = 0, 1, 2, 3
 _IDLE_CHECK = 1.0  # seconds between parent-liveness checks in an idle worker
 _SHM_DEPTH = 3
@@ -139,11 +136,6 @@ _GEN = struct.Struct("<q")
 _SLOT = struct.Struct("<qd")
 _SLOT_BASE = 64
 MAX_TRACKED_WORKERS = (4096 - _SLOT_BASE) // _SLOT.size
-
-
-class EndOfInput(Exception):
-    """Raised by a source's ``_getitem`` for a position after the end of its data: the
-    reply entry is ``(END, None)`` instead of an error."""
 
 
 def default_start_method() -> str:
@@ -267,14 +259,12 @@ def _worker_main(
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "set_num_threads"):
         torch.set_num_threads(1)
-    from feedline.runtime.seeding import seed_all
-
     rx = Channel(task_conn, None if task_ring is None else Ring.from_fds(task_ring),
                  BufferRecycler())
     tx = Channel(result_conn, None if result_ring is None else Ring.from_fds(result_ring))
     ctl = Block(control.fd, 4096)
     fn, source = spec.fn, spec.source
-    phase = "mapping" if source is None else "reading"
+    seed_key: tuple[int, int] | None = None
     try:
         while True:
             if not rx.poll(_IDLE_CHECK):
@@ -286,39 +276,26 @@ def _worker_main(
             if kind == _STOP:
                 return
             if kind == _SEED:
-                seed_all(msg[1])
+                seed_key = msg[1]
                 continue
             if kind == _CONFIG:
                 source._configure(msg[1])
                 continue
             _, gen, base, positions, items = msg
-            out: list = []
-            x = None
             view = ctl.view
-            t0 = time.perf_counter()
             slot = _SLOT_BASE + _SLOT.size * index if index < MAX_TRACKED_WORKERS else -1
-            for j, pos in enumerate(positions):
-                if _GEN.unpack_from(view, 0)[0] != gen:
-                    out.append((CANCELLED, None))
-                    continue
-                if slot >= 0:
-                    _SLOT.pack_into(view, slot, pos, time.monotonic())
-                try:
-                    if items is None:
-                        phase = "reading"
-                        x = source._getitem(base + pos)
-                    else:
-                        x = items[j]
-                    phase = "mapping"
-                    out.append((OK, fn(x)))
-                except EndOfInput:
-                    out.append((END, None))
-                except Exception as exc:  # noqa: BLE001 - sent to the consumer
-                    out.append((ERROR, pack_exception(exc, phase=phase, worker=index)))
-                if slot >= 0:
-                    _SLOT.pack_into(view, slot, pos, 0.0)
+
+            def mark(pos: int, since: float, view: Any = view, slot: int = slot) -> None:
+                _SLOT.pack_into(view, slot, pos, since)
+
+            t0 = time.perf_counter()
+            out = run_chunk(
+                fn, source, seed_key, base, positions, items,
+                pack_error=lambda exc, phase: pack_exception(exc, phase=phase, worker=index),
+                cancelled=lambda view=view, gen=gen: _GEN.unpack_from(view, 0)[0] != gen,
+                mark=mark if slot >= 0 else None)
             busy = time.perf_counter() - t0
-            del items, x
+            del items
             _reply(tx, out, busy, index)
             del out
     except (EOFError, BrokenPipeError, ConnectionResetError):
@@ -581,6 +558,8 @@ class WorkerPool:
     >>> pool.shutdown()
     """
 
+    keep_when_idle = True  # kept by the stage between iterations (PoolKeeper)
+
     def __init__(
         self,
         fn: Callable[[Any], Any],
@@ -753,9 +732,14 @@ class WorkerPool:
         pos, started = _SLOT.unpack_from(self._control[0].view, _SLOT_BASE + _SLOT.size * worker)
         return None if started == 0.0 else (pos, started)
 
-    def reseed(self, worker: int, seed: int) -> None:
-        """Make ``worker`` seed its generators with ``seed`` before its next task."""
+    def reseed(self, worker: int, seed: tuple[int, int] | None) -> None:
+        """Make ``worker`` seed each item of its next tasks from ``(seed, epoch, position)``
+        (``seed`` is the pair ``(seed, epoch)``; see :mod:`feedline.runtime.seeding`)."""
         self._send(worker, (_SEED, seed))
+
+    def error(self, payload: tuple, *, stage: str, position: int) -> BaseException:
+        """The exception an ``ERROR`` entry's payload stands for (:func:`unpack_exception`)."""
+        return unpack_exception(payload, stage=stage, position=position)
 
     def configure(self, worker: int, payload: Any) -> None:
         """Make ``worker`` call ``source._configure(payload)`` before its next task."""
@@ -916,7 +900,8 @@ class PoolKeeper:
         or the stage is gone; else shut down."""
         with self._lock:
             self._leased.discard(pool)
-            keep = not self._orphaned and self._idle is None and pool.broken is None
+            keep = (not self._orphaned and self._idle is None and pool.broken is None
+                    and getattr(pool, "keep_when_idle", True))
             if keep:
                 self._idle, self._extra = pool, extra
         if not keep:

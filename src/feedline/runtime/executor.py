@@ -1,0 +1,314 @@
+"""One executor protocol for worker stages, three implementations.
+
+``map(fn, num_workers=N, backend=...)`` has one engine
+(:mod:`feedline.dataset.parallel_map`) that does everything a worker stage does on the
+consumer's side — pulling from the input, chunking, dispatch, ordering, exactly-once
+bookkeeping, ``get_state``/``set_state``, errors in their place, timeouts and
+statistics — over an *executor* that only runs chunks. An executor is a set of
+``size`` *slots*; each slot takes up to ``depth`` chunks at a time and answers them in
+the order it got them:
+
+==========================  ==========================================================
+``submit(w, gen, base, positions, items)``  queue a chunk on slot ``w``: ``fn(items[j])``, or
+                            ``fn(source._getitem(base + positions[j]))`` when ``items``
+                            is ``None`` (random-access inputs read their own records)
+``outstanding(w)``          the position lists of slot ``w``'s unanswered chunks
+``ready(slots, timeout)``   the slots among ``slots`` whose oldest chunk is answered
+``collect(w)``              ``(positions, entries, busy seconds, bytes)`` of that chunk;
+                            each entry ``(OK, value)``, ``(ERROR, payload)``,
+                            ``(CANCELLED, None)`` or ``(END, None)``
+``error(payload, stage=, position=)``  the exception an ``ERROR`` payload stands for
+``progress(w)``             ``(position, since)`` of the item slot ``w`` is on, for
+                            ``timeout``; ``None`` when idle or unknown
+``reseed(w, (seed, epoch))``  the base seed and epoch for slot ``w``'s next chunks
+``new_generation()``        start a generation (queued items of older ones are
+                            cancelled); ``cancel`` is the same call
+``drain(timeout)``, ``alive()``, ``shutdown()``, ``add_workers(n)``, ``pids``,
+``broken`` (a reason, or ``None``), ``keep_when_idle``
+==========================  ==========================================================
+
+Implementations: :class:`ThreadExecutor` (below; threads of this process),
+:class:`~feedline.runtime.workers.WorkerPool` (worker processes with shared-memory
+results) and :class:`~feedline.runtime.ray_executor.RayExecutor` (Ray tasks on a
+cluster). All three map a chunk with :func:`run_chunk`, so the item loop — per-item
+seeding from ``(seed, epoch, position)`` (:mod:`feedline.runtime.seeding`), reading
+random-access records, catching the function's exception as that item's entry — is
+written once too.
+
+>>> ex = ThreadExecutor(abs, None, workers=2, stage="demo")
+>>> gen = ex.new_generation()
+>>> ex.submit(0, gen, 0, [0, 1], [-3, 4]); ex.submit(1, gen, 0, [2], [-5])
+>>> ex.ready([0], timeout=10)
+[0]
+>>> positions, entries, _, _ = ex.collect(0)
+>>> positions, [value for _, value in entries]
+([0, 1], [3, 4])
+>>> ex.drain(timeout=10)
+True
+>>> ex.shutdown()
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from feedline._internal.notes import add_note
+from feedline.exceptions import PipelineError
+from feedline.runtime.seeding import begin_item, item_seed
+
+__all__ = ["OK", "ERROR", "CANCELLED", "END", "EndOfInput", "Executor", "run_chunk",
+           "ThreadExecutor"]
+
+#: Entry status codes of a chunk's reply (``END``: the source's data ended before the
+#: position; see :class:`EndOfInput`).
+OK, ERROR, CANCELLED, END = 0, 1, 2, 3
+
+
+class EndOfInput(Exception):
+    """Raised by a source's ``_getitem`` for a position after the end of its data: the
+    reply entry is ``(END, None)`` instead of an error."""
+
+
+class Executor(Protocol):
+    """What the worker-stage engine needs from a backend (see the module docstring)."""
+
+    size: int
+    depth: int
+    broken: str | None
+    keep_when_idle: bool
+
+    def outstanding(self, worker: int) -> deque[list[int]]: ...
+    def submit(self, worker: int, generation: int, base: int, positions: list[int],
+               items: list | None) -> None: ...
+    def ready(self, workers: Sequence[int], timeout: float | None) -> list[int]: ...
+    def collect(self, worker: int) -> tuple[list[int], list, float, int]: ...
+    def error(self, payload: Any, *, stage: str, position: int) -> BaseException: ...
+    def progress(self, worker: int) -> tuple[int, float] | None: ...
+    def reseed(self, worker: int, seed: Any) -> None: ...
+    def new_generation(self) -> int: ...
+    def cancel(self) -> int: ...
+    def drain(self, timeout: float) -> bool: ...
+    def alive(self) -> bool: ...
+    def shutdown(self) -> None: ...
+    def add_workers(self, count: int) -> None: ...
+    @property
+    def pids(self) -> list[int]: ...
+
+
+def run_chunk(
+    fn: Callable[[Any], Any],
+    source: Any,
+    seed_key: tuple[int, int] | None,
+    base: int,
+    positions: Sequence[int],
+    items: Sequence[Any] | None,
+    *,
+    pack_error: Callable[[BaseException, str], Any],
+    cancelled: Callable[[], bool] | None = None,
+    mark: Callable[[int, float], None] | None = None,
+    global_generators: bool = True,
+) -> list:
+    """Map one chunk: the reply entries, one per position (see the module docstring).
+
+    ``seed_key`` ``(seed, epoch)`` seeds each item from ``(seed, epoch, position)``
+    (``global_generators``: also ``random``/numpy/torch); ``pack_error(exc, phase)``
+    turns the function's (or the read's) exception into the entry's payload;
+    ``cancelled()`` is asked before each item; ``mark(position, since)`` notes the item
+    being mapped (``since`` 0.0 once it is done).
+
+    >>> run_chunk(abs, None, (1, 0), 0, [0, 1], [-2, 3], pack_error=lambda e, phase: repr(e))
+    [(0, 2), (0, 3)]
+    >>> run_chunk(lambda x: 1 // x, None, None, 0, [0], [0], pack_error=lambda e, phase: phase)
+    [(1, 'mapping')]
+    """
+    out: list = []
+    x = None
+    try:
+        for j, pos in enumerate(positions):
+            if cancelled is not None and cancelled():
+                out.append((CANCELLED, None))
+                continue
+            if mark is not None:
+                mark(pos, time.monotonic())
+            if seed_key is not None:
+                begin_item(item_seed(seed_key[0], seed_key[1], pos),
+                           global_generators=global_generators)
+            phase = "reading"
+            try:
+                if items is None:
+                    x = source._getitem(base + pos)
+                else:
+                    x = items[j]
+                phase = "mapping"
+                out.append((OK, fn(x)))
+            except EndOfInput:
+                out.append((END, None))
+            except Exception as exc:  # noqa: BLE001 - the item's entry
+                out.append((ERROR, pack_error(exc, phase)))
+            if mark is not None:
+                mark(pos, 0.0)
+    finally:
+        if seed_key is not None:
+            begin_item(None)
+    return out
+
+
+class _Slot:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.tasks: deque[tuple] = deque()
+        self.results: deque[tuple[list, float]] = deque()
+        self.outstanding: deque[list[int]] = deque()
+        self.seed_key: tuple[int, int] | None = None
+        self.progress: tuple[int, float] | None = None
+        self.thread: threading.Thread | None = None
+
+
+class ThreadExecutor:
+    """Slots that are threads of this process (``backend="thread"``): no pickling, no
+    copies; for functions that release the GIL. Exceptions come back as themselves,
+    with their own traceback. Threads share ``random``/numpy/torch's global generators,
+    so items are seeded through :func:`~feedline.runtime.seeding.item_rng` only. A
+    thread stuck in the function cannot be stopped: :meth:`shutdown` does not wait for
+    it (it ends when the call returns). Not kept between iterations: the threads stop
+    when the iteration hands the executor back."""
+
+    keep_when_idle = False
+
+    def __init__(self, fn: Callable[[Any], Any], source: Any, *, workers: int, stage: str,
+                 depth: int = 2) -> None:
+        self.fn = fn
+        self.source = source
+        self.stage = stage
+        self.depth = depth
+        self.broken: str | None = None
+        self._generation = 0
+        self._stopping = False
+        self._cond = threading.Condition()
+        self._slots: list[_Slot] = []
+        self.add_workers(workers)
+
+    @property
+    def size(self) -> int:
+        return len(self._slots)
+
+    @property
+    def pids(self) -> list[int]:
+        return []
+
+    def add_workers(self, count: int) -> None:
+        for _ in range(count):
+            slot = _Slot(len(self._slots))
+            slot.thread = threading.Thread(target=self._run, args=(slot,), daemon=True,
+                                           name=f"feedline-{self.stage}-{slot.index}")
+            self._slots.append(slot)
+            slot.thread.start()
+
+    def _run(self, slot: _Slot) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                while not slot.tasks and not self._stopping:
+                    cond.wait()
+                if self._stopping:
+                    return
+                gen, base, positions, items, seed_key = slot.tasks.popleft()
+
+            def mark(pos: int, since: float, slot: _Slot = slot) -> None:
+                slot.progress = None if since == 0.0 else (pos, since)
+
+            t0 = time.perf_counter()
+            entries = run_chunk(
+                self.fn, self.source, seed_key, base, positions, items,
+                pack_error=lambda exc, phase: exc, mark=mark, global_generators=False,
+                cancelled=lambda gen=gen: self._generation != gen or self._stopping)
+            busy = time.perf_counter() - t0
+            with cond:
+                slot.results.append((entries, busy))
+                cond.notify_all()
+
+    def outstanding(self, worker: int) -> deque[list[int]]:
+        return self._slots[worker].outstanding
+
+    def new_generation(self) -> int:
+        with self._cond:
+            self._generation += 1
+            return self._generation
+
+    cancel = new_generation
+
+    def reseed(self, worker: int, seed: Any) -> None:
+        self._slots[worker].seed_key = seed
+
+    def progress(self, worker: int) -> tuple[int, float] | None:
+        return self._slots[worker].progress
+
+    def submit(self, worker: int, generation: int, base: int, positions: list[int],
+               items: list | None) -> None:
+        slot = self._slots[worker]
+        if len(slot.outstanding) >= self.depth:
+            raise PipelineError(f"worker {worker} already has {self.depth} chunks outstanding")
+        with self._cond:
+            slot.tasks.append((generation, base, positions, items, slot.seed_key))
+            slot.outstanding.append(positions)
+            self._cond.notify_all()
+
+    def ready(self, workers: Sequence[int], timeout: float | None) -> list[int]:
+        if self.broken:
+            raise PipelineError(f"the workers of stage {self.stage!r} are unusable: {self.broken}")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                got = [w for w in workers if self._slots[w].results]
+                if got:
+                    return got
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return []
+                self._cond.wait(left)
+
+    def collect(self, worker: int) -> tuple[list[int], list, float, int]:
+        slot = self._slots[worker]
+        with self._cond:
+            entries, busy = slot.results.popleft()
+            return slot.outstanding.popleft(), entries, busy, 0
+
+    def error(self, payload: Any, *, stage: str, position: int) -> BaseException:
+        """The function's own exception object, with a note naming the stage and item."""
+        add_note(payload, f"raised in a thread of stage {stage!r} (item {position})")
+        return payload
+
+    def drain(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            busy = [s.index for s in self._slots if s.outstanding]
+            if not busy:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0 or self.broken:
+                self.broken = self.broken or f"outstanding work did not finish within {timeout} s"
+                return False
+            for w in self.ready(busy, left):
+                self.collect(w)
+
+    def alive(self) -> bool:
+        return self.broken is None and not self._stopping
+
+    def shutdown(self) -> None:
+        """Stop the threads; wait for them unless one is stuck in the function."""
+        hung = self.broken is not None and self.broken != "shut down"
+        self.broken = self.broken or "shut down"
+        with self._cond:
+            self._stopping = True
+            self._generation += 1
+            self._cond.notify_all()
+        if hung:
+            return
+        me = threading.current_thread()
+        for slot in self._slots:
+            if slot.thread is not None and slot.thread is not me:
+                slot.thread.join()

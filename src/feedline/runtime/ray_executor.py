@@ -1,0 +1,314 @@
+"""``map(fn, num_workers=N, backend="ray")``: the worker stage's chunks as Ray tasks.
+
+The third implementation of :mod:`feedline.runtime.executor`'s protocol. The engine
+(:mod:`feedline.dataset.parallel_map`) stays on the trainer and keeps order,
+``get_state()``, errors in their place, ``timeout`` and exactly-once delivery; this
+executor only runs chunks on the cluster that ``ray.init()`` (or ``RAY_ADDRESS``) names
+— ``ray.init(address=os.environ.get("RAY_ADDRESS"))`` is called when Ray is not
+initialised yet.
+
+* **Tasks.** Each of the ``N`` slots keeps up to ``depth`` (default 2) chunk tasks in
+  flight; a task gets item *positions* (and, for a stream input, the items). A
+  random-access input is shipped once through the object store (``ray.put`` of
+  ``(fn, source)``, cached per Ray worker process) and the task reads its own records
+  with ``source[base + position]``: record bytes never travel through the trainer.
+  Results come back through the object store; small numpy arrays of a chunk travel
+  stacked (one buffer per column).
+* **Bound.** ``buffer_size`` bounds the items in flight (pulled and not yet yielded),
+  as on every backend.
+* **Resources.** ``ray_options``: ``num_cpus`` (per task, default 1), ``resources``
+  (custom resources such as ``{"prep": 1}`` for nodes started with
+  ``ray start --resources='{"prep": 8}'``), ``max_retries`` (default 3), ``depth``,
+  ``chunk_seconds`` (work per task, default 0.05 s: a task costs Ray far more than a
+  message costs a local worker).
+* **Node loss.** A task lost with its node (``WorkerCrashedError``/node death) is rerun
+  elsewhere by Ray, up to ``max_retries`` times; its items are seeded from
+  ``(seed, epoch, position)`` (:mod:`feedline.runtime.seeding`), so the rerun returns
+  the very same results and the output is identical, nothing lost or repeated. Lost more
+  often than that: :class:`~feedline.exceptions.WorkerDiedError` naming the stage.
+* **Errors.** ``fn``'s own exception is caught inside the task and returned as that
+  item's entry, so Ray never retries it: it surfaces at the item's position in the
+  output as the original type with a :class:`~feedline.exceptions.RemoteTraceback`.
+* **Cluster gone.** With ``timeout=seconds`` a chunk not answered within ``timeout`` per
+  item raises :class:`~feedline.exceptions.ClusterUnavailableError` when the cluster
+  cannot be reached (else :class:`~feedline.exceptions.StageTimeoutError`); an error Ray
+  raises for the connection itself is a ``ClusterUnavailableError`` at once.
+
+Without Ray installed: ``ImportError`` naming ``pip install 'feedline[ray]'``.
+
+>>> check_ray_options({"num_cpus": 1, "resources": {"prep": 1}})
+>>> check_ray_options({"gpus": 1})
+Traceback (most recent call last):
+...
+ValueError: `ray_options` has unknown key(s) ['gpus']; known: chunk_seconds, depth, max_retries, num_cpus, resources
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from feedline._internal.optional import require
+from feedline.exceptions import (
+    ClusterUnavailableError,
+    PipelineError,
+    StageTimeoutError,
+    WorkerDiedError,
+)
+from feedline.runtime.executor import run_chunk
+from feedline.runtime.workers import pack_entries, pack_exception, unpack_entries, unpack_exception
+
+__all__ = ["RayExecutor", "check_ray_options", "cluster_cpus", "require_ray"]
+
+_OPTIONS = ("chunk_seconds", "depth", "max_retries", "num_cpus", "resources")
+_PROBE_SECONDS = 3.0  # how long a liveness probe of the cluster may take
+
+
+def require_ray() -> Any:
+    """The ``ray`` module, or ``ImportError`` naming ``pip install 'feedline[ray]'``."""
+    return require("ray", extra="ray")
+
+
+def check_ray_options(options: dict[str, Any]) -> None:
+    """Validate ``ray_options`` (see the module docstring)."""
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise ValueError(f"`ray_options` has unknown key(s) {unknown}; known: {', '.join(_OPTIONS)}")
+    for key in ("num_cpus", "chunk_seconds"):
+        value = options.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ValueError(f"`ray_options['{key}']` must be a positive number, got {value!r}")
+    for key, least in (("max_retries", 0), ("depth", 1)):
+        value = options.get(key, least)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"`ray_options['{key}']` must be an int >= {least}, got {value!r}")
+    resources = options.get("resources", {})
+    if not isinstance(resources, dict) or not all(
+            isinstance(k, str) and isinstance(v, (int, float)) for k, v in resources.items()):
+        raise ValueError(f"`ray_options['resources']` must map names to amounts, got {resources!r}")
+
+
+def connect() -> Any:
+    """``ray``, initialised (``RAY_ADDRESS`` or a local instance) when it was not yet."""
+    ray = require_ray()
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
+                 log_to_driver=False, configure_logging=False)
+    return ray
+
+
+def cluster_cpus() -> int:
+    """The cluster's CPUs (``num_workers="auto"`` with ``backend="ray"``)."""
+    return max(1, int(connect().cluster_resources().get("CPU", 1)))
+
+
+# ------------------------------------------------------------------ task side
+_SPECS: dict[str, Any] = {}  # token -> (fn, source), per Ray worker process
+
+
+def _run_task(token: str, box: list, seed_key: Any, base: int, positions: list[int],
+              items: list | None, slot: int) -> tuple[Any, float]:
+    """One chunk, in a Ray worker: the packed reply entries and the seconds it took."""
+    spec = _SPECS.get(token)
+    if spec is None:
+        if len(_SPECS) > 8:
+            _SPECS.clear()
+        spec = _SPECS[token] = require_ray().get(box[0])
+    fn, source = spec
+    t0 = time.perf_counter()
+    entries = run_chunk(fn, source, seed_key, base, positions, items,
+                        pack_error=lambda exc, phase: pack_exception(exc, phase=phase, worker=slot))
+    return pack_entries(entries), time.perf_counter() - t0
+
+
+class _Slot:
+    def __init__(self) -> None:
+        self.outstanding: deque[list[int]] = deque()
+        self.refs: deque[Any] = deque()
+        self.sent: deque[float] = deque()
+        self.head_since = 0.0  # when the oldest chunk became the oldest
+        self.seed_key: Any = None
+
+
+class RayExecutor:
+    """Slots whose chunks run as Ray tasks; see the module docstring."""
+
+    keep_when_idle = True
+
+    def __init__(self, fn: Any, source: Any, *, workers: int, stage: str,
+                 timeout: float | None = None, num_cpus: float = 1,
+                 resources: dict[str, float] | None = None, max_retries: int = 3,
+                 depth: int = 2, chunk_seconds: float = 0.05) -> None:
+        self._ray = ray = connect()
+        self.stage = stage
+        self.depth = depth
+        self.timeout = timeout
+        self.chunk_seconds = chunk_seconds
+        self.chunk_bytes = 32 << 20
+        self.broken: str | None = None
+        self._generation = 0
+        self._token = uuid.uuid4().hex
+        try:
+            self._box = [ray.put((fn, source))]
+        except Exception as exc:
+            raise PipelineError(
+                f"stage {stage!r} cannot ship its function and input to the Ray cluster "
+                f"(they must pickle with cloudpickle): {exc}") from exc
+        self._task = ray.remote(_run_task).options(
+            num_cpus=num_cpus, resources=dict(resources or {}), max_retries=max_retries,
+            retry_exceptions=False, name=f"feedline:{stage}")
+        self._slots: list[_Slot] = []
+        self.add_workers(workers)
+
+    @property
+    def size(self) -> int:
+        return len(self._slots)
+
+    @property
+    def pids(self) -> list[int]:
+        return []
+
+    def add_workers(self, count: int) -> None:
+        self._slots.extend(_Slot() for _ in range(count))
+
+    def outstanding(self, worker: int) -> deque[list[int]]:
+        return self._slots[worker].outstanding
+
+    def new_generation(self) -> int:
+        """Cancel every task in flight (their results are never read) and start anew."""
+        self._generation += 1
+        for slot in self._slots:
+            for ref in slot.refs:
+                try:
+                    self._ray.cancel(ref)
+                except Exception:  # noqa: BLE001 - already done, or the cluster is gone
+                    pass
+            slot.refs.clear()
+            slot.outstanding.clear()
+            slot.sent.clear()
+        return self._generation
+
+    cancel = new_generation
+
+    def reseed(self, worker: int, seed: Any) -> None:
+        self._slots[worker].seed_key = seed
+
+    def submit(self, worker: int, generation: int, base: int, positions: list[int],
+               items: list | None) -> None:
+        slot = self._slots[worker]
+        if len(slot.outstanding) >= self.depth:
+            raise PipelineError(f"worker {worker} already has {self.depth} chunks outstanding")
+        try:
+            ref = self._task.remote(self._token, self._box, slot.seed_key, base, positions,
+                                    items, worker)
+        except Exception as exc:  # noqa: BLE001 - Ray's own errors
+            raise self._lost(exc, positions) from exc
+        now = time.monotonic()
+        if not slot.refs:
+            slot.head_since = now
+        slot.refs.append(ref)
+        slot.outstanding.append(positions)
+        slot.sent.append(now)
+
+    def ready(self, workers: Sequence[int], timeout: float | None) -> list[int]:
+        if self.broken:
+            raise PipelineError(f"the workers of stage {self.stage!r} are unusable: {self.broken}")
+        heads = {self._slots[w].refs[0]: w for w in workers if self._slots[w].refs}
+        if not heads:
+            return []
+        try:
+            done, rest = self._ray.wait(list(heads), num_returns=1, timeout=timeout,
+                                        fetch_local=True)
+            if done and rest:
+                more, _ = self._ray.wait(rest, num_returns=len(rest), timeout=0,
+                                         fetch_local=False)
+                done += more
+        except Exception as exc:  # noqa: BLE001 - Ray's own errors
+            raise self._lost(exc, None) from exc
+        return [heads[ref] for ref in done]
+
+    def collect(self, worker: int) -> tuple[list[int], list, float, int]:
+        slot = self._slots[worker]
+        ref = slot.refs.popleft()
+        positions = slot.outstanding.popleft()
+        slot.sent.popleft()
+        slot.head_since = time.monotonic()
+        try:
+            packed, busy = self._ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - a lost task or the cluster gone
+            raise self._lost(exc, positions) from exc
+        return positions, unpack_entries(packed), busy, 0
+
+    def _lost(self, exc: BaseException, positions: list[int] | None) -> PipelineError:
+        what = "" if not positions else f" (items {positions[0]}..{positions[-1]})"
+        self.broken = f"a task was lost: {type(exc).__name__}"
+        ray_exceptions = self._ray.exceptions
+        lost = (ray_exceptions.WorkerCrashedError, ray_exceptions.NodeDiedError,
+                ray_exceptions.ObjectLostError)
+        if isinstance(exc, lost) and self._reachable():
+            return WorkerDiedError(
+                f"a Ray task of stage {self.stage!r}{what} was lost more often than "
+                f"max_retries allows: {exc}")
+        return ClusterUnavailableError(
+            f"stage {self.stage!r} lost its Ray cluster{what}: {type(exc).__name__}: {exc}")
+
+    def error(self, payload: Any, *, stage: str, position: int) -> BaseException:
+        return unpack_exception(payload, stage=stage, position=position)
+
+    def progress(self, worker: int) -> tuple[int, float] | None:
+        """The oldest chunk's first position and the time its deadline counts from: a
+        chunk of ``k`` items may take ``k * timeout`` from when it became the slot's
+        oldest (earlier work of the slot, queued on the cluster, does not count)."""
+        slot = self._slots[worker]
+        if not slot.outstanding:
+            return None
+        positions = slot.outstanding[0]
+        since = max(slot.head_since, slot.sent[0])
+        return positions[0], since + (len(positions) - 1) * (self.timeout or 0.0)
+
+    def timeout_error(self, stage: str, position: int, timeout: float) -> PipelineError:
+        """The error for an item not back in time: the cluster gone, or a slow item."""
+        if not self._reachable():
+            self.broken = "the Ray cluster is unreachable"
+            return ClusterUnavailableError(
+                f"stage {stage!r}: item {position} was not back within {timeout:g} s and "
+                "the Ray cluster cannot be reached (stopped, or its head node is gone)")
+        return StageTimeoutError(stage, position, timeout)
+
+    def _reachable(self) -> bool:
+        """Whether the cluster answers (alive nodes listed) within a few seconds."""
+        answer: list[bool] = []
+
+        def probe() -> None:
+            try:
+                answer.append(any(n.get("Alive") for n in self._ray.nodes()))
+            except Exception:  # noqa: BLE001 - any failure means: not reachable
+                answer.append(False)
+
+        t = threading.Thread(target=probe, daemon=True, name="feedline-ray-probe")
+        t.start()
+        t.join(_PROBE_SECONDS)
+        return bool(answer and answer[0])
+
+    def drain(self, timeout: float) -> bool:
+        """Outstanding tasks are cancelled, not awaited: nothing to wait for."""
+        if any(slot.refs for slot in self._slots):
+            self.new_generation()
+        return self.broken is None
+
+    def alive(self) -> bool:
+        return self.broken is None and self._ray.is_initialized()
+
+    def shutdown(self) -> None:
+        if self.broken is None:
+            try:
+                self.new_generation()
+            except Exception:  # noqa: BLE001 - the cluster may be gone already
+                pass
+        self.broken = self.broken or "shut down"
+        self._box = []

@@ -1,0 +1,163 @@
+"""The one helper that runs Ray for the tests: always inside a loopback-only network namespace.
+
+Ray listens on the machine's external interface even when told 127.0.0.1, so nothing of
+Ray ever runs in the test process's own network namespace. :func:`run_in_namespace`
+starts ``python <script> <args>`` under ``unshare --net`` (a fresh namespace whose only
+interface is ``lo``, brought up first) and, when it returns, kills every process left
+that names the run's private directory (Ray's head, raylets, workers) — so every Ray
+process is stopped before the helper returns, even when the script failed.
+
+Inside the namespace :class:`LocalCluster` starts a head node and a second node (both
+on 127.0.0.1, one CPU each), can kill the second node, and stops everything.
+
+:func:`skip_reason` says why Ray tests cannot run here (``ray`` not installed, or
+``unshare --net`` not permitted), for ``pytest.skip``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
+
+
+def skip_reason() -> str | None:
+    """Why the Ray tests cannot run here, or ``None``."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return "ray is not installed: pip install 'feedline[ray]'"
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "Ray tests need `unshare` and `ip` (util-linux, iproute2) for a loopback-only namespace"
+    probe = subprocess.run(["unshare", "--net", "sh", "-c", "ip link set lo up"],
+                           capture_output=True, timeout=30)
+    if probe.returncode != 0:
+        return ("Ray tests start Ray only in a loopback-only network namespace, and "
+                f"`unshare --net` is not permitted here: {probe.stderr.decode().strip()}")
+    return None
+
+
+def _env(private: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), str(SRC), env.get("PYTHONPATH")]))
+    env["FEEDLINE_RAY_PRIVATE"] = private
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # notice a killed node within seconds rather than the default tens of seconds
+    env.setdefault("RAY_health_check_period_ms", "500")
+    env.setdefault("RAY_health_check_failure_threshold", "4")
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+def _kill_leftovers(private: str) -> list[int]:
+    """SIGKILL every process whose command line or environment names ``private``."""
+    killed = []
+    needle = private.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if needle in cmd or needle in env:
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+            except OSError:
+                pass
+    return killed
+
+
+def run_in_namespace(script: str, *args: str, timeout: float) -> dict:
+    """Run ``python tests/<script> <args> <out.json>`` in a loopback-only network
+    namespace; return what it wrote to ``out.json`` (plus ``"returncode"``, ``"stderr"``).
+    Every process it started is gone when this returns."""
+    private = tempfile.mkdtemp(prefix="flray")  # short: Ray's socket paths are limited
+    out = os.path.join(private, "out.json")
+    cmd = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh",
+           sys.executable, str(HERE / script), *args, out]
+    proc = subprocess.Popen(cmd, env=_env(private), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+    finally:
+        for _ in range(3):
+            if not _kill_leftovers(private):
+                break
+            time.sleep(0.2)
+        shutil.rmtree(private, ignore_errors=True) if not os.path.exists(out) else None
+    result: dict = {}
+    if os.path.exists(out):
+        with open(out) as f:
+            result = json.load(f)
+    shutil.rmtree(private, ignore_errors=True)
+    result["returncode"] = proc.returncode
+    result["stderr"] = output.decode(errors="replace")[-6000:]
+    return result
+
+
+class LocalCluster:
+    """A head node and a second node on 127.0.0.1 (run inside the namespace only)."""
+
+    def __init__(self, port: int = 6391) -> None:
+        private = os.environ.get("FEEDLINE_RAY_PRIVATE")
+        if not private:
+            raise RuntimeError("LocalCluster runs only under run_in_namespace")
+        self.private = private
+        self.address = f"127.0.0.1:{port}"
+        self.port = port
+        self.node: subprocess.Popen | None = None
+        self._ray = shutil.which("ray") or os.path.join(os.path.dirname(sys.executable), "ray")
+
+    def start(self) -> None:
+        subprocess.run(
+            [self._ray, "start", "--head", f"--port={self.port}", "--node-ip-address=127.0.0.1",
+             "--num-cpus=1", "--include-dashboard=false", "--disable-usage-stats",
+             f"--temp-dir={self.private}/t"],
+            check=True, capture_output=True, timeout=120)
+        self.start_node()
+
+    def start_node(self) -> None:
+        self.node = subprocess.Popen(
+            [self._ray, "start", f"--address={self.address}", "--node-ip-address=127.0.0.1",
+             "--num-cpus=1", "--resources={\"second\": 1}", "--block", "--disable-usage-stats"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def wait_nodes(self, count: int, timeout: float = 120) -> None:
+        import ray
+
+        deadline = time.monotonic() + timeout
+        while sum(1 for n in ray.nodes() if n["Alive"]) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {count} Ray nodes came up")
+            time.sleep(0.2)
+
+    def kill_node(self) -> None:
+        """SIGKILL the second node and every process it started (its raylet, workers)."""
+        if self.node is not None:
+            try:
+                os.killpg(self.node.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            self.node.wait()
+            self.node = None
+
+    def stop(self) -> None:
+        self.kill_node()
+        subprocess.run([self._ray, "stop", "--force"], capture_output=True, timeout=120)

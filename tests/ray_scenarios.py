@@ -1,0 +1,242 @@
+"""Ray scenarios of tests/test_ray_map.py, run inside a loopback-only namespace.
+
+``python ray_scenarios.py <workdir> <out.json>`` (started by
+:func:`ray_cluster.run_in_namespace` only): starts a head and a second node, runs every
+scenario against them and writes the results as JSON. ``python ray_scenarios.py
+--trainer <mode> <args...>`` is a trainer process started by a scenario (a new process
+resuming a state, a pipeline whose cluster is stopped under it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from feedline import Dataset
+from feedline.formats.recordio import IndexedRecordIO
+
+N_IMAGES = 48
+BATCH = 4
+
+
+class Records:
+    """The JPEG records of one ``.rec``/``.idx`` pair by index (opens lazily, so it
+    pickles to the cluster as two paths)."""
+
+    def __init__(self, idx: str, rec: str) -> None:
+        self.idx, self.rec = idx, rec
+        self._reader: IndexedRecordIO | None = None
+        self._len = len(IndexedRecordIO(idx, rec, "r").keys)
+
+    def __getstate__(self) -> dict:
+        return {"idx": self.idx, "rec": self.rec, "_len": self._len, "_reader": None}
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i: int) -> bytes:
+        if self._reader is None:
+            self._reader = IndexedRecordIO(self.idx, self.rec, "r")
+        return self._reader.read_idx(i)
+
+
+def make_corpus(workdir: str) -> tuple[str, str]:
+    import simplejpeg
+
+    idx, rec = os.path.join(workdir, "imgs.idx"), os.path.join(workdir, "imgs.rec")
+    rng = np.random.default_rng(0)
+    with IndexedRecordIO(idx, rec, "w") as w:
+        for i in range(N_IMAGES):
+            img = rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)
+            w.write_idx(i, simplejpeg.encode_jpeg(img, quality=90))
+    return idx, rec
+
+
+def decode_augment(record: bytes) -> np.ndarray:
+    """Decode, then a random 32x32 crop (numpy's global generator) and a random flip
+    (Python's ``random``): placement-independent only if every item is seeded alike."""
+    import simplejpeg
+
+    img = simplejpeg.decode_jpeg(record)
+    y = np.random.randint(0, img.shape[0] - 32)
+    x = np.random.randint(0, img.shape[1] - 32)
+    crop = img[y:y + 32, x:x + 32]
+    if random.random() < 0.5:
+        crop = crop[:, ::-1]
+    return np.ascontiguousarray(crop)
+
+
+def slow_decode(record: bytes) -> np.ndarray:
+    time.sleep(0.03)
+    return decode_augment(record)
+
+
+def fail_at_seven(record: bytes) -> np.ndarray:
+    """Raises for the record at output position 7 (logging each call to count retries)."""
+    out = decode_augment(record)
+    if record == Records(*CORPUS)[CURSED]:
+        with open(os.path.join(os.environ["FEEDLINE_RAY_PRIVATE"], "calls7"), "a") as f:
+            f.write("x")
+        raise ArithmeticError("record 7 is cursed")
+    return out
+
+
+def very_slow(record: bytes) -> np.ndarray:
+    time.sleep(1.0)
+    return decode_augment(record)
+
+
+CORPUS: tuple[str, str] = ("", "")
+CURSED = Dataset.range(N_IMAGES).global_shuffle(seed=1).to_list()[7]  # record at position 7
+
+
+def pipeline(backend: str, fn=decode_augment, **kw) -> Dataset:
+    src = Dataset.from_random_access(Records(*CORPUS)).global_shuffle(seed=1)
+    if backend == "local":
+        return src.map(fn).batch(BATCH)
+    return src.map(fn, num_workers=2, backend=backend, seed=5, **kw).batch(BATCH)
+
+
+def digest(batch: list) -> str:
+    return hashlib.sha256(np.stack(batch).tobytes()).hexdigest()[:16]
+
+
+def digests(it, limit: int | None = None) -> list[str]:
+    out = []
+    for batch in it:
+        out.append(digest(batch))
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+def trainer(argv: list[str]) -> None:
+    """Modes: ``resume <state.json>`` prints the remaining digests; ``stopped <timeout>``
+    prints each digest as it comes, then the error that ended the iteration."""
+    import ray
+
+    ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
+    mode = argv[0]
+    global CORPUS
+    CORPUS = (argv[-2], argv[-1])
+    if mode == "resume":
+        with open(argv[1]) as f:
+            state = json.load(f)
+        ds = pipeline("ray")
+        print(json.dumps(digests(ds.iterator(state))), flush=True)
+        return
+    ds = pipeline("ray", very_slow, timeout=float(argv[1]))
+    t0 = time.monotonic()
+    try:
+        for batch in ds:
+            print("batch", digest(batch), flush=True)
+            t0 = time.monotonic()
+    except Exception as exc:  # noqa: BLE001 - reported to the scenario
+        print("error", type(exc).__name__, round(time.monotonic() - t0, 1), str(exc)[:300],
+              flush=True)
+
+
+def main(workdir: str, out: str) -> None:
+    import ray
+
+    from ray_cluster import LocalCluster
+
+    global CORPUS
+    CORPUS = make_corpus(workdir)
+    results: dict = {}
+    cluster = LocalCluster()
+    try:
+        cluster.start()
+        os.environ["RAY_ADDRESS"] = cluster.address
+        ray.init(address=cluster.address, log_to_driver=False)
+        cluster.wait_nodes(2)
+
+        # 1. shuffle -> map -> batch: the same bytes on every backend
+        results["local"] = digests(pipeline("local"))
+        results["process"] = digests(pipeline("process"))
+        ray_ds = pipeline("ray")
+        results["ray"] = digests(ray_ds)
+        results["ray_epoch2"] = digests(ray_ds)
+        results["process_epoch2"] = digests(_two_epochs_second("process"))
+
+        # 2. state saved mid-epoch, resumed in a new process
+        it = pipeline("ray").iterator()
+        results["before_save"] = digests(it, limit=5)
+        state_path = os.path.join(workdir, "state.json")
+        with open(state_path, "w") as f:
+            json.dump(it.get_state(), f)
+        it.close()
+        resumed = subprocess.run(
+            [sys.executable, __file__, "--trainer", "resume", state_path, *CORPUS],
+            capture_output=True, text=True, timeout=180)
+        results["resumed"] = json.loads(resumed.stdout.strip().splitlines()[-1]) \
+            if resumed.returncode == 0 else resumed.stderr[-3000:]
+
+        # 3. an exception in fn: at its position, not retried
+        got: list = []
+        try:
+            for batch in pipeline("ray", fail_at_seven):
+                got.append(digest(batch))
+        except ArithmeticError as exc:
+            results["error"] = {
+                "type": type(exc).__name__, "message": str(exc), "batches_before": len(got),
+                "notes": getattr(exc, "__notes__", []),
+                "remote_tb": "fail_at_seven" in getattr(exc.__cause__, "tb", ""),
+                "calls": len(open(os.path.join(os.environ["FEEDLINE_RAY_PRIVATE"], "calls7")).read()),
+            }
+
+        # 4. the second node killed mid-epoch: identical output, nothing lost or repeated
+        it = pipeline("ray", slow_decode, ray_options={"max_retries": 5}).iterator()
+        killed = digests(it, limit=2)
+        cluster.kill_node()
+        killed += digests(it)
+        it.close()
+        results["node_killed"] = killed
+
+        # 5. the cluster stopped under a running pipeline: a named error within timeout
+        trainer_proc = subprocess.Popen(
+            [sys.executable, __file__, "--trainer", "stopped", "4", *CORPUS],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        assert trainer_proc.stdout is not None
+        for line in trainer_proc.stdout:
+            lines.append(line.strip())
+            if line.startswith("batch"):
+                break
+        ray.shutdown()
+        cluster.stop()
+        rest, _ = trainer_proc.communicate(timeout=120)
+        lines += [line for line in rest.splitlines() if line.startswith(("batch", "error"))]
+        results["stopped"] = {"lines": lines, "returncode": trainer_proc.returncode,
+                              "tail": rest[-2000:]}
+    except Exception:  # noqa: BLE001 - reported to the test
+        results["crash"] = traceback.format_exc()
+    finally:
+        try:
+            ray.shutdown()
+        finally:
+            cluster.stop()
+        with open(out, "w") as f:
+            json.dump(results, f)
+
+
+def _two_epochs_second(backend: str) -> Dataset:
+    ds = pipeline(backend)
+    for _ in ds:
+        pass
+    return ds
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--trainer":
+        trainer(sys.argv[2:])
+    else:
+        main(sys.argv[1], sys.argv[2])
