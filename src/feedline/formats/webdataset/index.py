@@ -4,8 +4,16 @@
 ``n + 1`` offsets (all little-endian ``uint64``): offset ``i`` is where sample ``i``'s
 first tar header starts, offset ``n`` where the last sample's data ends. Sample ``i`` is
 therefore the byte range ``[offset[i], offset[i + 1])``, which a remote shard serves
-with one ranged GET. :func:`build_index` scans a shard (local or URL) and writes it
-(atomically); :class:`ShardWriter(..., index=True) <feedline.formats.webdataset.writer.ShardWriter>`
+with one ranged GET. An index of a shard with damaged stretches left out
+(``build_index(on_error="skip")``) has gaps between samples: it is written with the
+magic ``FLWDSIX2`` and the same fields followed by ``n`` more offsets, where each
+sample's data ends, so sample ``i`` is ``[offset[i], end[i])`` and never spans the
+damage after it (:func:`read_ranges`). Indexes are validated when read: offsets in
+order, multiples of 512, ends inside their sample's stretch; anything else is a
+:class:`~feedline.exceptions.CorruptRecordError`.
+
+:func:`build_index` scans a shard (local or URL) and writes it (atomically);
+:class:`ShardWriter(..., index=True) <feedline.formats.webdataset.writer.ShardWriter>`
 writes it while writing.
 
 :class:`IndexedTarShards` is a :class:`~feedline.dataset.base.RandomAccessDataset` of
@@ -27,7 +35,6 @@ the samples of indexed shards: ``len``, ``ds[i]``, ``global_shuffle`` and
 from __future__ import annotations
 
 import bisect
-import io
 import os
 import struct
 from collections.abc import Sequence
@@ -39,12 +46,14 @@ from feedline._internal.atomic import replace_file
 from feedline._internal.on_error import check_on_error
 from feedline.dataset.base import RandomAccessDataset
 from feedline.exceptions import CorruptRecordError
-from feedline.formats.webdataset._tarscan import SampleScan, samples
+from feedline.formats.webdataset._tarscan import BLOCK, OffsetView, SampleScan, samples
 from feedline.storage.fs import is_remote, open_file
 
-__all__ = ["index_path", "build_index", "write_index", "read_index", "IndexedTarShards"]
+__all__ = ["index_path", "build_index", "write_index", "read_index", "read_ranges",
+           "IndexedTarShards"]
 
 _MAGIC = b"FLWDSIX1"
+_MAGIC_GAPS = b"FLWDSIX2"
 
 
 def index_path(shard: str) -> str:
@@ -56,9 +65,12 @@ def index_path(shard: str) -> str:
     return os.fspath(shard) + ".index"
 
 
-def write_index(shard: str, offsets: Sequence[int], *, storage_options: dict | None = None) -> str:
+def write_index(shard: str, offsets: Sequence[int], *, ends: Sequence[int] | None = None,
+                storage_options: dict | None = None) -> str:
     """Write ``offsets`` (sample starts, then the data end) as ``shard``'s index
-    (atomically for a local shard); return the index path.
+    (atomically for a local shard); return the index path. ``ends`` (one per sample,
+    where its data ends) is stored only when some sample ends before the next one
+    starts (the ``FLWDSIX2`` layout).
 
     >>> import os, tempfile
     >>> shard = os.path.join(tempfile.mkdtemp(), "a.tar")
@@ -66,9 +78,20 @@ def write_index(shard: str, offsets: Sequence[int], *, storage_options: dict | N
     'a.tar.index'
     >>> read_index(shard).tolist()
     [0, 1024, 3072]
+    >>> _ = write_index(shard, [0, 2048, 3072], ends=[1024, 3072])    # a gap at 1024..2048
+    >>> [a.tolist() for a in read_ranges(shard)]
+    [[0, 2048], [1024, 3072]]
     """
     arr = np.asarray(offsets, dtype="<u8")
-    data = _MAGIC + struct.pack("<Q", len(arr) - 1) + arr.tobytes()
+    magic, tail = _MAGIC, b""
+    if ends is not None:
+        e = np.asarray(ends, dtype="<u8")
+        if len(e) != len(arr) - 1:
+            raise ValueError(f"`ends` must hold one offset per sample ({len(arr) - 1}), "
+                             f"got {len(e)}")
+        if not np.array_equal(e, arr[1:]):
+            magic, tail = _MAGIC_GAPS, e.tobytes()
+    data = magic + struct.pack("<Q", len(arr) - 1) + arr.tobytes() + tail
     path = index_path(shard)
     if is_remote(path):
         with open_file(path, "wb", storage_options=storage_options) as f:
@@ -78,32 +101,64 @@ def write_index(shard: str, offsets: Sequence[int], *, storage_options: dict | N
     return path
 
 
+def read_ranges(shard: str, *, storage_options: dict | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` of the samples in ``shard``'s index (``uint64`` arrays of
+    ``n``): sample ``i`` is the byte range ``[starts[i], ends[i])``. An index that is
+    damaged or inconsistent raises :class:`~feedline.exceptions.CorruptRecordError`.
+
+    >>> import os, tempfile
+    >>> shard = os.path.join(tempfile.mkdtemp(), "r.tar")
+    >>> _ = write_index(shard, [0, 512, 2048]); [a.tolist() for a in read_ranges(shard)]
+    [[0, 512], [512, 2048]]
+    """
+    path = index_path(shard)
+    with open_file(path, "rb", storage_options=storage_options) as f:
+        data = f.read()
+    magic = data[:8]
+    if len(data) < 16 or magic not in (_MAGIC, _MAGIC_GAPS):
+        raise CorruptRecordError("not a feedline tar index (bad magic)", path=path, offset=0)
+    (n,) = struct.unpack_from("<Q", data, 8)
+    words = (len(data) - 16) // 8
+    want = n + 1 if magic == _MAGIC else 2 * n + 1
+    if len(data) % 8 or words != want:
+        raise CorruptRecordError(f"index holds {words} offsets, its header says {want}",
+                                 path=path, offset=8)
+    offsets = np.frombuffer(data, dtype="<u8", offset=16, count=n + 1).astype(np.uint64)
+    ends = (offsets[1:] if magic == _MAGIC else
+            np.frombuffer(data, dtype="<u8", offset=16 + 8 * (n + 1)).astype(np.uint64))
+    starts = offsets[:-1]
+    bad = np.flatnonzero((offsets % BLOCK != 0)[:-1] | (ends <= starts) | (ends > offsets[1:]))
+    if len(bad) or (n and ends[-1] != offsets[-1]):
+        i = int(bad[0]) if len(bad) else n - 1
+        raise CorruptRecordError(
+            f"index entry {i} is not a sample's byte range: [{int(starts[i])}, {int(ends[i])}) "
+            f"before the next at {int(offsets[i + 1])}", path=path, index=i,
+            offset=16 + 8 * i)
+    return starts, ends
+
+
 def read_index(shard: str, *, storage_options: dict | None = None) -> np.ndarray:
-    """The offsets stored in ``shard``'s index (``n + 1`` of them, ``uint64``); a file
-    that is not such an index raises :class:`~feedline.exceptions.CorruptRecordError`.
+    """The offsets stored in ``shard``'s index (``n + 1`` of them, ``uint64``: each
+    sample's start, then where the last one ends); a file that is not such an index
+    raises :class:`~feedline.exceptions.CorruptRecordError`. Where the index has gaps
+    (damage left out), use :func:`read_ranges` for each sample's end.
 
     >>> import os, tempfile
     >>> shard = os.path.join(tempfile.mkdtemp(), "b.tar")
     >>> _ = write_index(shard, [0, 512]); read_index(shard).tolist()
     [0, 512]
     """
-    path = index_path(shard)
-    with open_file(path, "rb", storage_options=storage_options) as f:
-        data = f.read()
-    if len(data) < 16 or data[:8] != _MAGIC:
-        raise CorruptRecordError("not a feedline tar index (bad magic)", path=path, offset=0)
-    (n,) = struct.unpack_from("<Q", data, 8)
-    if len(data) != 16 + 8 * (n + 1):
-        raise CorruptRecordError(f"index holds {(len(data) - 16) // 8} offsets, header says "
-                                 f"{n + 1}", path=path, offset=8)
-    return np.frombuffer(data, dtype="<u8", offset=16).astype(np.uint64)
+    starts, ends = read_ranges(shard, storage_options=storage_options)
+    return np.concatenate([starts, ends[-1:] if len(ends) else np.zeros(1, np.uint64)])
 
 
 def build_index(shard: str | os.PathLike, *, on_error: str = "raise",
                 storage_options: dict | None = None) -> np.ndarray:
     """Scan ``shard`` (local path or URL), write its index beside it, return the offsets.
-    With ``on_error="skip"`` damaged samples are left out of the index; gzip-compressed
-    shards are refused (``ValueError``: a byte range of them is not a sample).
+    With ``on_error="skip"`` damaged samples are left out of the index (each sample's
+    end is stored too, so no sample spans the damage after it: see :func:`read_ranges`);
+    gzip-compressed shards are refused (``ValueError``: a byte range of them is not a sample).
 
     >>> import os, tempfile
     >>> from feedline.formats.webdataset.writer import TarWriter
@@ -115,7 +170,7 @@ def build_index(shard: str | os.PathLike, *, on_error: str = "raise",
     """
     shard = os.fspath(shard)
     check_on_error(on_error)
-    starts = []
+    starts, ends = [], []
     scan = SampleScan()
     with open_file(shard, "rb", storage_options=storage_options) as f:
         if f.read(2) == b"\x1f\x8b":
@@ -124,29 +179,10 @@ def build_index(shard: str | os.PathLike, *, on_error: str = "raise",
         f.seek(0)
         for _ in samples(f, shard, scan, on_error=on_error):
             starts.append(scan.start)
-    offsets = starts + [scan.end if starts else 0]
-    write_index(shard, offsets, storage_options=storage_options)
+            ends.append(scan.end)
+    offsets = starts + [ends[-1] if ends else 0]
+    write_index(shard, offsets, ends=ends, storage_options=storage_options)
     return np.asarray(offsets, dtype=np.uint64)
-
-
-class _Shifted(io.RawIOBase):
-    """A file view of bytes that begin at global offset ``base`` (so errors and seeks
-    use the shard's offsets)."""
-
-    def __init__(self, data: bytes, base: int) -> None:
-        self._b = io.BytesIO(data)
-        self._base = base
-
-    def read(self, n: int = -1) -> bytes:
-        return self._b.read(n)
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        if whence == 0:
-            return self._b.seek(max(pos - self._base, 0)) + self._base
-        return self._b.seek(pos, whence) + self._base
-
-    def readable(self) -> bool:
-        return True
 
 
 class IndexedTarShards(RandomAccessDataset):
@@ -179,15 +215,16 @@ class IndexedTarShards(RandomAccessDataset):
         self._decode = decode
         self._image_mode = image_mode
         self._so = storage_options
-        self._offsets = []
+        self._ranges: list[tuple[np.ndarray, np.ndarray]] = []
         self._starts = [0]
         for s in self._shards:
             try:
-                off = read_index(s, storage_options=storage_options)
+                ranges = read_ranges(s, storage_options=storage_options)
             except FileNotFoundError:
-                off = build_index(s, storage_options=storage_options)
-            self._offsets.append(off)
-            self._starts.append(self._starts[-1] + len(off) - 1)
+                build_index(s, storage_options=storage_options)
+                ranges = read_ranges(s, storage_options=storage_options)
+            self._ranges.append(ranges)
+            self._starts.append(self._starts[-1] + len(ranges[0]))
         self._files: dict[int, Any] = {}
 
     @property
@@ -208,16 +245,17 @@ class IndexedTarShards(RandomAccessDataset):
             from feedline.storage.fs import strip_file_scheme
 
             fd = self._files[shard] = os.open(strip_file_scheme(path), os.O_RDONLY)
-        return os.pread(fd, end - begin, begin)
+        end = min(end, os.fstat(fd).st_size)  # never more than the file holds
+        return os.pread(fd, max(end - begin, 0), begin)
 
     def _getitem(self, index: int) -> dict[str, Any]:
         i = bisect.bisect_right(self._starts, index) - 1
         local = index - self._starts[i]
-        off = self._offsets[i]
-        begin, end = int(off[local]), int(off[local + 1])
+        starts, ends = self._ranges[i]
+        begin, end = int(starts[local]), int(ends[local])
         data = self._read(i, begin, end)
         scan = SampleScan(index=local, offset=begin)
-        view: Any = _Shifted(data, begin)
+        view: Any = OffsetView(data, begin)
         got = list(samples(view, self._shards[i], scan, end=end))
         if len(got) != 1:
             raise CorruptRecordError(f"index entry {local} does not hold one sample "

@@ -51,7 +51,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from feedline._internal.on_error import check_on_error
@@ -67,10 +67,16 @@ from feedline.exceptions import StateError
 from feedline.formats.webdataset._tarscan import SampleScan, samples
 from feedline.storage.fs import is_remote, open_file, strip_file_scheme
 
-__all__ = ["expand_urls", "read", "TarShards", "TarShardsIterator"]
+__all__ = ["expand_urls", "read", "TarShards", "TarShardsIterator", "MAX_EXPANDED",
+           "MAX_BRACE_DEPTH"]
 
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
 _MAGIC = set("*?[")
+
+
+#: the most names one ``urls`` argument may expand to, and the deepest brace nesting
+MAX_EXPANDED = 1_000_000
+MAX_BRACE_DEPTH = 32
 
 
 def _split_top(body: str) -> list[str]:
@@ -88,31 +94,110 @@ def _split_top(body: str) -> list[str]:
     return parts
 
 
-def _brace(text: str) -> list[str]:
-    start = text.find("{")
-    if start < 0:
-        return [text]
-    depth = 0
-    for end in range(start, len(text)):
-        depth += (text[end] == "{") - (text[end] == "}")
-        if depth == 0:
-            break
+def _brace_depth(text: str) -> int:
+    depth = deepest = 0
+    for ch in text:
+        if ch == "{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == "}" and depth:
+            depth -= 1
+    return deepest
+
+
+class _Range:
+    __slots__ = ("lo", "hi", "width")
+
+    def __init__(self, lo: str, hi: str) -> None:
+        padded = (len(lo) > 1 and lo.startswith("0")) or (len(hi) > 1 and hi.startswith("0"))
+        self.width = max(len(lo), len(hi)) if padded else 0
+        self.lo, self.hi = int(lo), int(hi)
+
+    def count(self) -> int:
+        return abs(self.hi - self.lo) + 1
+
+    def names(self) -> Iterator[str]:
+        step = 1 if self.hi >= self.lo else -1
+        for v in range(self.lo, self.hi + step, step):
+            yield str(v).zfill(self.width)
+
+
+# A parsed pattern is a list of parts: literal text, a _Range, or a list of
+# alternatives (each itself a parsed pattern).
+_Part = Any
+
+
+def _parse(text: str) -> list[_Part]:
+    parts: list[_Part] = []
+    while True:
+        start = text.find("{")
+        if start < 0:
+            parts.append(text)
+            return parts
+        depth = 0
+        for end in range(start, len(text)):
+            depth += (text[end] == "{") - (text[end] == "}")
+            if depth == 0:
+                break
+        else:
+            raise ValueError(f"unbalanced '{{' in {text!r}")
+        parts.append(text[:start])
+        body = text[start + 1 : end]
+        m = _RANGE.match(body)
+        if m:
+            if max(len(m.group(1)), len(m.group(2))) > 40:
+                raise ValueError(f"brace range {{{body[:60]}}} has bounds of more than 40 digits")
+            parts.append(_Range(m.group(1), m.group(2)))
+        elif "," in body:
+            parts.append([_parse(part) for part in _split_top(body)])
+        else:
+            parts.append("{" + body + "}")
+        text = text[end + 1 :]
+
+
+def _count(parts: list[_Part], cap: int) -> int:
+    """How many names ``parts`` expands to, stopping at ``cap + 1`` (never materialised)."""
+    total = 1
+    for part in parts:
+        if isinstance(part, str):
+            continue
+        n = part.count() if isinstance(part, _Range) else min(
+            sum(_count(alt, cap) for alt in part), cap + 1)
+        total = min(total * n, cap + 1)
+    return total
+
+
+def _names(parts: list[_Part]) -> Iterator[str]:
+    if not parts:
+        yield ""
+        return
+    head, rest = parts[0], parts[1:]
+    if isinstance(head, str):
+        options: Iterable[str] = (head,)
+    elif isinstance(head, _Range):
+        options = head.names()
     else:
-        raise ValueError(f"unbalanced '{{' in {text!r}")
-    head, body, tail = text[:start], text[start + 1 : end], text[end + 1 :]
-    m = _RANGE.match(body)
-    if m:
-        lo, hi = m.group(1), m.group(2)
-        width = max(len(lo), len(hi)) if (len(lo) > 1 and lo.startswith("0")) or (
-            len(hi) > 1 and hi.startswith("0")) else 0
-        a, b = int(lo), int(hi)
-        step = 1 if b >= a else -1
-        options = [str(v).zfill(width) for v in range(a, b + step, step)]
-    elif "," in body:
-        options = [o for part in _split_top(body) for o in _brace(part)]
-    else:
-        options = ["{" + body + "}"]
-    return [head + o + rest for o in options for rest in _brace(tail)]
+        options = (o for alt in head for o in _names(alt))
+    for o in options:
+        for tail in _names(rest):
+            yield o + tail
+
+
+def _brace(text: str, budget: int = MAX_EXPANDED) -> list[str]:
+    """The names of ``text`` with its braces expanded, in order; more than ``budget``
+    names or braces nested deeper than :data:`MAX_BRACE_DEPTH` raise ``ValueError``
+    before anything is expanded."""
+    depth = _brace_depth(text)
+    if depth > MAX_BRACE_DEPTH:
+        raise ValueError(f"braces nested {depth} deep in {text[:80]!r}; at most "
+                         f"{MAX_BRACE_DEPTH} levels are expanded")
+    parts = _parse(text)
+    n = _count(parts, budget)
+    if n > budget:
+        raise ValueError(f"{text[:80]!r} expands to more than {budget:,} names (the limit "
+                         f"of one `urls` argument is {MAX_EXPANDED:,}); list the shards "
+                         "another way, e.g. with a glob or a directory")
+    return list(_names(parts))
 
 
 def expand_urls(urls: str | os.PathLike | Iterable[str | os.PathLike], *,
@@ -120,6 +205,11 @@ def expand_urls(urls: str | os.PathLike | Iterable[str | os.PathLike], *,
     """The shard list named by ``urls``: brace ranges and alternatives expanded in order
     (``{000..003}`` keeps the zero padding), then globs and directories expanded (sorted)
     by :func:`feedline.storage.fs.expand`; plain paths are kept as they are.
+
+    The braces of all ``urls`` together may name at most :data:`MAX_EXPANDED` shards,
+    nested at most :data:`MAX_BRACE_DEPTH` deep; the count is computed before anything
+    is expanded, and more raises ``ValueError`` (``"{a,b}"`` thirty times over, or
+    ``"{0..1000000000000}"``, is refused at once instead of exhausting memory).
 
     >>> expand_urls("s3://b/train-{00..02}.tar")
     ['s3://b/train-00.tar', 's3://b/train-01.tar', 's3://b/train-02.tar']
@@ -130,7 +220,7 @@ def expand_urls(urls: str | os.PathLike | Iterable[str | os.PathLike], *,
         urls = [urls]
     out: list[str] = []
     for u in urls:
-        for one in _brace(os.fspath(u)):
+        for one in _brace(os.fspath(u), MAX_EXPANDED - len(out)):
             local = strip_file_scheme(one)
             if _MAGIC & set(one) or (not is_remote(one) and os.path.isdir(local)):
                 from feedline.storage.fs import expand
