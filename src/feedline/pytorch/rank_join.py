@@ -60,11 +60,12 @@ END: Any = type("End", (), {"__repr__": lambda self: "<end>"})()
 
 def count_samples(batch: Any) -> int:
     """Samples in ``batch``: the first dimension of a tensor or array (1 for a scalar),
-    of the first value of a dict, list or tuple; 1 for anything else.
+    the length of a list or tuple of scalars, else the count of the first value of a
+    dict, list or tuple (a collated batch); 1 for anything else.
 
     >>> import numpy as np
-    >>> count_samples({"x": np.zeros((3, 2)), "y": np.zeros(3)}), count_samples(7)
-    (3, 1)
+    >>> count_samples({"x": np.zeros((3, 2)), "y": np.zeros(3)}), count_samples([5, 6]), count_samples(7)
+    (3, 2, 1)
     """
     while True:
         if isinstance(batch, (torch.Tensor, np.ndarray)):
@@ -72,6 +73,8 @@ def count_samples(batch: Any) -> int:
         if isinstance(batch, Mapping) and batch:
             batch = next(iter(batch.values()))
         elif isinstance(batch, (list, tuple)) and batch:
+            if isinstance(batch[0], (int, float, str, bytes, np.generic)):
+                return len(batch)
             batch = batch[0]
         else:
             return 1
