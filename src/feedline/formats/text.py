@@ -256,6 +256,38 @@ class TextLineReader(DatasetIterator[Any]):
             out.extend(take)
         return out
 
+    def peek_lines(self, n: int) -> tuple[list[bytes], np.ndarray, int]:
+        """Up to ``n`` of the next lines, not consumed: ``(lines, starts, first)`` with
+        ``starts[k]`` the byte offset of ``lines[k]``, ``starts[len(lines)]`` the offset
+        just after the last one, and ``first`` the 1-based number of ``lines[0]``. The
+        lines come from one read block, so there may be fewer than ``n`` before the end
+        of the file; ``[]`` only at the end. Lines are ``bytes`` whatever ``encoding``.
+        :meth:`skip_lines` consumes them.
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "p.txt")
+        >>> _ = open(path, "wb").write(b"ab\\ncd\\n")
+        >>> r = TextLineReader(path)
+        >>> lines, starts, first = r.peek_lines(5)
+        >>> lines, starts.tolist(), first
+        ([b'ab', b'cd'], [0, 3, 6], 1)
+        >>> r.skip_lines(1); next(r)
+        b'cd'
+        """
+        if self.skip_header_lines and self._line0 + self._i < self.skip_header_lines:
+            self._skip_header()
+        if self._i >= len(self._lines) and not self._fill():
+            return [], self._starts[:1], self._line0 + self._i + 1
+        i = self._i
+        lines = self._lines[i : i + n]
+        return lines, self._starts[i : i + len(lines) + 1], self._line0 + i + 1
+
+    def skip_lines(self, k: int) -> None:
+        """Consume ``k`` lines returned by the last :meth:`peek_lines`."""
+        if not 0 <= k <= len(self._lines) - self._i:
+            raise ValueError(f"skip_lines({k}): only {len(self._lines) - self._i} lines peeked")
+        self._i += k
+
     def tell(self) -> int:
         """Byte offset (uncompressed stream) of the next line."""
         if self._i < len(self._lines):
