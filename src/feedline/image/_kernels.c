@@ -30,8 +30,9 @@
  *   src:    a uint8 (H, W, C) array, C 1 or 3, pixels contiguous within a row (any row
  *           stride: a crop view is fine)
  *   dst:    a writable C-contiguous uint8 (OH, OW, C) array
- *   box:    (x0, y0, x1, y1), the source region to resize, possibly fractional; held as
- *           float32 as Pillow holds it
+ *   box:    (x0, y0, x1, y1), the source region to resize, possibly fractional: checked
+ *           as the doubles Python passes (finite, inside the image, not reversed; sides
+ *           up to 2**24 pixels), then held as float32 as Pillow holds it
  *   filter: 0 box, 1 bilinear, 2 hamming, 3 bicubic, 4 lanczos
  *   dst = Pillow's (13 and later) Image.resize((OW, OH), filter, box=box) of src, bit for
  *   bit: the same convolution (support scaled by the reduction, 22-bit fixed-point weights
