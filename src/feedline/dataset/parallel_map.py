@@ -1,4 +1,13 @@
-"""``Dataset.map(fn, num_workers=N)``: apply ``fn`` in worker processes.
+"""``Dataset.map(fn, num_workers=N)``: the one engine of every worker stage.
+
+This module is the consumer's side of ``map(fn, num_workers=N, backend=...)`` for all
+three backends — pulling, chunking, dispatch, ordering, exactly-once bookkeeping,
+state, errors, timeouts and statistics — over an executor of
+:mod:`feedline.runtime.executor`: ``"process"`` (a
+:class:`~feedline.runtime.workers.WorkerPool`, below), ``"thread"``
+(:mod:`feedline.dataset.thread_map`) or ``"ray"``
+(:mod:`feedline.runtime.ray_executor`). What follows describes processes; the other
+modules say where their executors differ.
 
 CPU-bound Python mappers run truly in parallel, in ``N`` processes of a
 :class:`~feedline.runtime.workers.WorkerPool` that belongs to the dataset:
@@ -19,10 +28,11 @@ CPU-bound Python mappers run truly in parallel, in ``N`` processes of a
   message (a chunk holds about 2 ms of work).
 * **Order.** ``ordered=True`` (default) yields in input order; item ``i`` is mapped by
   worker ``i % N`` (a static round robin; ``(i - p) % N`` in an iteration resumed at
-  position ``p``), so with ``seed`` set the output is identical
-  run after run even for a mapper drawing random numbers: each worker seeds ``random``,
-  numpy's global generator and torch (if imported) from ``(seed, worker, epoch)`` at
-  the start of each iteration (:mod:`feedline.runtime.seeding`). ``ordered=False``
+  position ``p``). With ``seed`` set the output is identical run after run even for a
+  mapper drawing random numbers, for any worker count and on every backend: before
+  each item the worker seeds ``random``, numpy's global generator and torch (if
+  imported) from ``(seed, epoch, position)`` (:mod:`feedline.runtime.seeding`).
+  ``ordered=False``
   yields results as they are ready and gives work to whichever worker is least loaded.
 * **Buffer.** At most ``buffer_size`` items are in flight (pulled and not yet yielded);
   by default three chunks per worker.
@@ -52,9 +62,14 @@ random-access input adds ``"len"``; a stream input adds ``"parent"``, the parent
 captured before some earlier position, and ``"skip"``, how many of its items to pass
 over to reach ``pos`` (states are captured every few pulls so that capturing stays
 cheap). Restoring yields exactly the items the uninterrupted iterator would have
-yielded next — in order when ordered; as the same multiset when not. A mapper's random
-draws after a resume follow the seed of the resumed position
-(:mod:`feedline.runtime.seeding`), not those of the uninterrupted run.
+yielded next — in order when ordered; as the same multiset when not — and, since
+every item is seeded from its position, a seeded mapper's random draws after a resume
+are those of the uninterrupted run.
+
+**Inputs behind a shard.** When the input contains a ``shard()`` stage, its state is
+captured before every item (never every few), so that a state never counts items to
+skip: a shard may be resumed on another world size, and skip counts would not carry
+over (see :mod:`feedline.dataset.shard`).
 
 >>> from feedline import Dataset
 >>> ds = Dataset.range(10).map(lambda x: x * x, num_workers=2)
@@ -214,7 +229,7 @@ class ParallelMapDataset(Dataset):
         self._holder.close()
 
 
-class _PoolHolder(PoolKeeper):
+class _PoolHolder(PoolKeeper[Executor]):
     """Keeps the dataset's idle pool and hands it to one iterator at a time (a second,
     concurrent iterator gets a pool of its own, shut down when it is handed back)."""
 

@@ -263,7 +263,7 @@ class _Carry:
         self.generation = generation
 
 
-class _ProcessHolder(PoolKeeper):
+class _ProcessHolder(PoolKeeper[WorkerPool]):
     """Keeps the stage's idle process (and what it read into the next epoch) and hands it
     to one iterator at a time (a second, concurrent iterator gets one of its own,
     stopped when it is handed back)."""

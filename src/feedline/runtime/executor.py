@@ -76,11 +76,12 @@ class EndOfInput(Exception):
 class Executor(Protocol):
     """What the worker-stage engine needs from a backend (see the module docstring)."""
 
-    size: int
     depth: int
     broken: str | None
     keep_when_idle: bool
 
+    @property
+    def size(self) -> int: ...
     def outstanding(self, worker: int) -> deque[list[int]]: ...
     def submit(self, worker: int, generation: int, base: int, positions: list[int],
                items: list | None) -> None: ...
@@ -221,11 +222,14 @@ class ThreadExecutor:
             def mark(pos: int, since: float, slot: _Slot = slot) -> None:
                 slot.progress = None if since == 0.0 else (pos, since)
 
+            def cancelled(gen: int = gen) -> bool:
+                return self._generation != gen or self._stopping
+
             t0 = time.perf_counter()
             entries = run_chunk(
                 self.fn, self.source, seed_key, base, positions, items,
                 pack_error=lambda exc, phase: exc, mark=mark, global_generators=False,
-                cancelled=lambda gen=gen: self._generation != gen or self._stopping)
+                cancelled=cancelled)
             busy = time.perf_counter() - t0
             with cond:
                 slot.results.append((entries, busy))

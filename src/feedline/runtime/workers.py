@@ -83,7 +83,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -95,7 +95,7 @@ from feedline.exceptions import (
     WorkerDiedError,
     WorkerError,
 )
-from feedline.runtime.executor import CANCELLED, END, ERROR, OK, EndOfInput, run_chunk
+from feedline.runtime.executor import CANCELLED, END, ERROR, OK, EndOfInput, Executor, run_chunk
 from feedline.runtime.shm import (
     Block,
     BufferRecycler,
@@ -288,11 +288,14 @@ def _worker_main(
             def mark(pos: int, since: float, view: Any = view, slot: int = slot) -> None:
                 _SLOT.pack_into(view, slot, pos, since)
 
+            def cancelled(view: Any = view, gen: int = gen) -> bool:
+                return bool(_GEN.unpack_from(view, 0)[0] != gen)
+
             t0 = time.perf_counter()
             out = run_chunk(
                 fn, source, seed_key, base, positions, items,
                 pack_error=lambda exc, phase: pack_exception(exc, phase=phase, worker=index),
-                cancelled=lambda view=view, gen=gen: _GEN.unpack_from(view, 0)[0] != gen,
+                cancelled=cancelled,
                 mark=mark if slot >= 0 else None)
             busy = time.perf_counter() - t0
             del items
@@ -845,7 +848,10 @@ class WorkerPool:
         self._finalizer()
 
 
-class PoolKeeper:
+P = TypeVar("P", bound=Executor)  # the kind of executor a keeper holds
+
+
+class PoolKeeper(Generic[P]):
     """Keeps a stage's idle :class:`WorkerPool` between iterations and lends pools to
     iterators, one at a time: a second, concurrent iterator gets a pool of its own, shut
     down when it is handed back. What an iterator hands back with its pool (``extra``)
@@ -863,20 +869,20 @@ class PoolKeeper:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: WorkerPool | None = None
+        self._idle: P | None = None
         self._extra: Any = None
-        self._leased: set[WorkerPool] = set()
+        self._leased: set[P] = set()
         self._orphaned = False
 
-    def take_idle(self) -> tuple[WorkerPool | None, Any]:
+    def take_idle(self) -> tuple[P | None, Any]:
         """The idle pool (``None`` when there is none) and what was handed back with it."""
         with self._lock:
             pool, self._idle = self._idle, None
             extra, self._extra = self._extra, None
         return pool, extra
 
-    def lend(self, pool: WorkerPool | None, make: Callable[[], WorkerPool], *,
-             fits: bool = True, drain_timeout: float = 3.0) -> WorkerPool:
+    def lend(self, pool: P | None, make: Callable[[], P], *,
+             fits: bool = True, drain_timeout: float = 3.0) -> P:
         """``pool`` (from :meth:`take_idle`) when it is usable — alive, ``fits``, and its
         outstanding work drained within ``drain_timeout`` seconds — else a new pool from
         ``make()`` (the old one is shut down); either way recorded as lent."""
@@ -888,14 +894,14 @@ class PoolKeeper:
             pool = make()
         return self.lend_as_is(pool)
 
-    def lend_as_is(self, pool: WorkerPool) -> WorkerPool:
+    def lend_as_is(self, pool: P) -> P:
         """Record ``pool`` as lent without checking or draining it (its outstanding work
         is the borrower's)."""
         with self._lock:
             self._leased.add(pool)
         return pool
 
-    def release(self, pool: WorkerPool, extra: Any = None) -> None:
+    def release(self, pool: P, extra: Any = None) -> None:
         """Take ``pool`` back: kept idle (with ``extra``) unless another is, it is broken
         or the stage is gone; else shut down."""
         with self._lock:
