@@ -38,10 +38,10 @@ import numpy as np
 
 from feedline.dataset.base import Dataset
 from feedline.dataset.sources import from_random_access
-from feedline.datasets._samples import ScaledSamples
+from feedline.datasets._samples import Samples
 from feedline.exceptions import DataError
 
-__all__ = ["train10", "test10", "train100", "test100"]
+__all__ = ["train10", "test10", "train100", "test100", "cifar_pixels"]
 
 _ALLOWED = {
     ("numpy", "ndarray"),
@@ -76,7 +76,17 @@ def _load_member(tar: tarfile.TarFile, member: tarfile.TarInfo, path: str) -> di
     return batch
 
 
-def _read(path: str | os.PathLike, sub_name: str, label_key: bytes) -> ScaledSamples:
+def cifar_pixels(row: np.ndarray) -> np.ndarray:
+    """``uint8`` pixels divided by 255 (in ``float64``, then made ``float32``, as
+    PaddlePaddle's reader computes them).
+
+    >>> cifar_pixels(np.array([0, 51, 255], np.uint8)).tolist()
+    [0.0, 0.20000000298023224, 1.0]
+    """
+    return (row / 255.0).astype(np.float32)
+
+
+def _read(path: str | os.PathLike, sub_name: str, label_key: bytes) -> Samples:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(
@@ -112,7 +122,7 @@ def _read(path: str | os.PathLike, sub_name: str, label_key: bytes) -> ScaledSam
     if not images:
         raise DataError(f"no member whose name contains {sub_name!r}: is this the right "
                         "CIFAR tarball?", path=path)
-    return ScaledSamples(np.concatenate(images), np.concatenate(labels), 1 / 255, 0.0)
+    return Samples(np.concatenate(images), np.concatenate(labels), cifar_pixels)
 
 
 def _reader(path: Any, sub_name: str, label_key: bytes, cycle: bool) -> Dataset:

@@ -28,11 +28,11 @@ import numpy as np
 from feedline._internal.optional import require
 from feedline.dataset.base import RandomAccessDataset
 from feedline.dataset.sources import from_random_access
-from feedline.datasets._samples import ScaledSamples
+from feedline.datasets._samples import Samples
 from feedline.exceptions import DataError
 from feedline.formats.idx import read_idx
 
-__all__ = ["train", "test"]
+__all__ = ["train", "test", "mnist_pixels", "digits_pixels"]
 
 _IDX = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
@@ -51,7 +51,34 @@ def _idx_file(directory: str, stem: str) -> str:
     )
 
 
-def _from_idx(directory: str | os.PathLike, part: str) -> ScaledSamples:
+def mnist_pixels(row: np.ndarray) -> np.ndarray:
+    """``uint8`` pixels to ``float32`` in ``[-1, 1]``, step by step in ``float32`` as
+    PaddlePaddle's reader computes them (``/ 255``, ``* 2``, ``- 1``), so the values are
+    bit for bit its values.
+
+    >>> mnist_pixels(np.array([0, 255], np.uint8)).tolist()
+    [-1.0, 1.0]
+    """
+    x = row.astype(np.float32) / np.float32(255.0)
+    x *= np.float32(2.0)
+    x -= np.float32(1.0)
+    return x
+
+
+def digits_pixels(row: np.ndarray) -> np.ndarray:
+    """scikit-learn's digits pixels (``0..16``) to ``float32`` in ``[-1, 1]``, as
+    :func:`mnist_pixels` maps ``0..255``.
+
+    >>> digits_pixels(np.array([0, 16], np.uint8)).tolist()
+    [-1.0, 1.0]
+    """
+    x = row.astype(np.float32) / np.float32(16.0)
+    x *= np.float32(2.0)
+    x -= np.float32(1.0)
+    return x
+
+
+def _from_idx(directory: str | os.PathLike, part: str) -> Samples:
     folder = os.fspath(directory)
     if not os.path.isdir(folder):
         raise NotADirectoryError(f"`directory` must be a folder with MNIST's IDX files, got {folder!r}")
@@ -63,16 +90,16 @@ def _from_idx(directory: str | os.PathLike, part: str) -> ScaledSamples:
     if labels.ndim != 1 or len(labels) != len(images):
         raise DataError(f"expected {len(images)} labels for the {len(images)} images of "
                         f"{image_path}, got shape {labels.shape}", path=label_path)
-    return ScaledSamples(images, labels, 2 / 255, -1.0)
+    return Samples(images, labels, mnist_pixels)
 
 
-def _from_digits(part: str) -> ScaledSamples:
+def _from_digits(part: str) -> Samples:
     digits = require("sklearn.datasets", extra="demo").load_digits()
     images = digits.data.astype(np.uint8)
     order = np.random.default_rng(0).permutation(len(images))
     n_test = int(round(len(images) * 0.2))
     rows = order[:n_test] if part == "test" else order[n_test:]
-    return ScaledSamples(images[rows], digits.target[rows], 2 / 16, -1.0)
+    return Samples(images[rows], digits.target[rows], digits_pixels)
 
 
 def _reader(directory: Any, part: str) -> RandomAccessDataset:
