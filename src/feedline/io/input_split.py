@@ -57,7 +57,8 @@ from feedline._internal.validate import non_negative_int, one_of, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateError
 from feedline.formats.recordio.stream import MAGIC_BYTES, Scan, Window, iter_records
-from feedline.storage.fs import file_size, is_remote, open_ranged, read_range
+from feedline.storage.cache import with_cache
+from feedline.storage.fs import file_size, is_remote, open_ranged, read_range, strip_file_scheme
 
 __all__ = ["InputSplit", "InputSplitIterator"]
 
@@ -84,7 +85,7 @@ def _seek_recordio(path: str, local: int, size: int | None = None,
     if is_remote(path):
         assert size is not None  # the caller passes the size it listed
         return _seek_recordio_remote(path, local, size, storage_options)
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with open(strip_file_scheme(path), "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         size = len(mm)
         cur = local
         while True:
@@ -147,7 +148,7 @@ def _seek_text(path: str, local: int, size: int | None = None,
     if is_remote(path):
         assert size is not None  # the caller passes the size it listed
         return _seek_text_remote(path, local, size, storage_options)
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with open(strip_file_scheme(path), "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         m = _NEWLINES.search(mm, local)
         return len(mm) if m is None else m.end()
 
@@ -194,7 +195,10 @@ class InputSplit:
     offset of the next record.
 
     RecordIO files must have sizes that are multiples of 4 (MXNet refuses others too).
-    ``storage_options`` go to fsspec for URLs (see the module docstring).
+    ``storage_options`` go to fsspec for URLs (see the module docstring); ``cache_dir``
+    (and ``cache_limit`` bytes) read remote files through the node-local
+    :class:`~feedline.storage.cache.ShardCache`, in blocks shared by every part and
+    process on the node.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
@@ -215,7 +219,10 @@ class InputSplit:
         format: str = "recordio",
         on_error: str = "raise",
         storage_options: dict | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        cache_limit: int | None = None,
     ) -> None:
+        storage_options = with_cache(storage_options, cache_dir, cache_limit)
         self.storage_options = storage_options
         self.num_parts = positive_int("num_parts", num_parts)
         self.part_index = non_negative_int("part_index", part_index)

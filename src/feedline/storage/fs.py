@@ -4,7 +4,18 @@ Local paths (and ``file://`` URLs) use the operating system directly; anything w
 another scheme (``s3://``, ``gs://``, ``memory://`` ...) goes through fsspec, installed
 with ``pip install 'feedline[remote]'``. ``storage_options`` are passed to fsspec (for
 example ``{"client_kwargs": {"endpoint_url": "http://127.0.0.1:5000"}}`` for an S3
-endpoint of your own).
+endpoint of your own), except feedline's own keys: ``"cache_dir"`` (and
+``"cache_limit"``, ``"cache_block_size"``, ``"read_ahead"``, ``"verify_checksum"``) make
+every reader go through the node-local :class:`~feedline.storage.cache.ShardCache`.
+
+**Timeouts and retries.** For S3, feedline sets what the user's options leave unset: a
+connect timeout of :data:`CONNECT_TIMEOUT` s, a read timeout of :data:`READ_TIMEOUT` s,
+:data:`REQUEST_ATTEMPTS` tries per request (s3fs's), botocore's own retries off. A
+request against a store that hangs or is gone therefore fails within
+:data:`REMOTE_TIMEOUT` seconds (instead of s3fs's and botocore's nested defaults, which
+take minutes). Every network failure (a reset or cut body, a timeout, ``SlowDown``)
+reaches the reader as :class:`~feedline.exceptions.RemoteReadError` naming the URL and
+the byte offset, whatever its ``on_error``; a missing object stays ``FileNotFoundError``.
 
 >>> import os, tempfile
 >>> d = tempfile.mkdtemp(); open(os.path.join(d, "a.txt"), "w").close()
@@ -14,18 +25,146 @@ endpoint of your own).
 
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import io
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from feedline._internal.optional import require
+from feedline.exceptions import FeedlineError, IncompleteDownloadError, RemoteReadError
 
 __all__ = ["filesystem", "is_remote", "open_file", "expand", "file_size", "strip_file_scheme", "read_range",
-           "RangeFile", "open_ranged"]
+           "RangeFile", "open_ranged", "as_remote_error", "remote_errors", "CONNECT_TIMEOUT",
+           "READ_TIMEOUT", "REQUEST_ATTEMPTS", "REMOTE_TIMEOUT"]
 
 _MAGIC = set("*?[")
+#: feedline's keys in ``storage_options`` (the cache's), never passed to fsspec
+_OWN_KEYS = ("cache_dir", "cache_limit", "cache_block_size", "read_ahead", "verify_checksum")
+#: seconds to open a connection to S3 (feedline's default)
+CONNECT_TIMEOUT = 5.0
+#: seconds a read from S3 may wait for the next bytes (feedline's default)
+READ_TIMEOUT = 10.0
+#: tries of one S3 request (s3fs's retry loop; botocore's own retries are off)
+REQUEST_ATTEMPTS = 3
+#: the most seconds one remote request takes to fail with feedline's defaults: every try
+#: may spend a connect and a read timeout, plus s3fs's short back-off between tries
+REMOTE_TIMEOUT = REQUEST_ATTEMPTS * (CONNECT_TIMEOUT + READ_TIMEOUT) + 1
+#: errors that say what they mean already and pass through unchanged
+_PASS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+         FileExistsError)
+
+
+def _network_errors() -> tuple[type[BaseException], ...]:
+    """The exception types of the network stacks that are loaded."""
+    out: list[type[BaseException]] = [OSError]
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is not None:
+        out.append(aiohttp.ClientError)
+    botocore = sys.modules.get("botocore.exceptions")
+    if botocore is not None:
+        out += [botocore.BotoCoreError, botocore.ClientError]
+    return tuple(out)
+
+
+def as_remote_error(exc: BaseException, path: str, offset: int | None = None) -> BaseException:
+    """``exc`` as feedline reports it for a read of ``path`` at ``offset``: a network
+    failure (``OSError`` such as s3fs's ``SlowDown``, aiohttp's ``ClientPayloadError``,
+    botocore's ``ConnectionClosedError``, a timeout) becomes
+    :class:`~feedline.exceptions.RemoteReadError`; feedline's own errors and
+    ``FileNotFoundError``/``PermissionError`` come back unchanged, as does anything else.
+
+    >>> err = as_remote_error(OSError(16, "SlowDown"), "s3://b/a.rec", 512)
+    >>> type(err).__name__, str(err)
+    ('RemoteReadError', 's3://b/a.rec: at byte 512: OSError: [Errno 16] SlowDown')
+    >>> isinstance(as_remote_error(FileNotFoundError("x"), "s3://b/x"), FileNotFoundError)
+    True
+    """
+    if isinstance(exc, (FeedlineError, *_PASS)) or not isinstance(exc, _network_errors()):
+        return exc
+    return RemoteReadError(f"{type(exc).__name__}: {exc}", path=path, offset=offset)
+
+
+@contextlib.contextmanager
+def remote_errors(path: str, offset: int | None = None) -> Iterator[None]:
+    """Raise network failures inside the block as :func:`as_remote_error` names them.
+
+    >>> with remote_errors("s3://b/a.rec", 0):
+    ...     raise ConnectionResetError("reset by peer")
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.RemoteReadError: s3://b/a.rec: at byte 0: ConnectionResetError: reset by peer
+    """
+    try:
+        yield
+    except Exception as exc:
+        new = as_remote_error(exc, path, offset)
+        if new is exc:
+            raise
+        raise new from exc
+
+
+def _fsspec_options(path: str, storage_options: dict | None) -> dict:
+    """``storage_options`` less feedline's keys, with feedline's timeouts and retries
+    for S3 where the user set none."""
+    so = {k: v for k, v in (storage_options or {}).items() if k not in _OWN_KEYS}
+    if path.split("://", 1)[0] in ("s3", "s3a"):
+        config = dict(so.get("config_kwargs") or {})
+        config.setdefault("connect_timeout", CONNECT_TIMEOUT)
+        config.setdefault("read_timeout", READ_TIMEOUT)
+        config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
+        so["config_kwargs"] = config
+    return so
+
+
+def _cache(storage_options: dict | None) -> Any:
+    if not storage_options or storage_options.get("cache_dir") is None:
+        return None
+    from feedline.storage.cache import cache_for
+
+    return cache_for(storage_options)
+
+
+class _RemoteFile:
+    """An fsspec file whose reads raise network failures as
+    :class:`~feedline.exceptions.RemoteReadError` (with the offset the read began at)."""
+
+    def __init__(self, f: Any, path: str) -> None:
+        self._f, self.path = f, path
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
+
+    def _call(self, name: str, *args: Any) -> Any:
+        try:
+            at = self._f.tell()
+        except Exception:  # noqa: BLE001 - only for the message
+            at = None
+        with remote_errors(self.path, at):
+            return getattr(self._f, name)(*args)
+
+    def read(self, *args: Any) -> Any:
+        return self._call("read", *args)
+
+    def readinto(self, *args: Any) -> Any:
+        return self._call("readinto", *args)
+
+    def readline(self, *args: Any) -> Any:
+        return self._call("readline", *args)
+
+    def seek(self, *args: Any) -> Any:
+        return self._call("seek", *args)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.readline, b"")
+
+    def __enter__(self) -> _RemoteFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._f.close()
 
 
 def strip_file_scheme(path: str) -> str:
@@ -54,13 +193,19 @@ def filesystem(path: str, storage_options: dict | None):
     'memory'
     """
     fsspec = require("fsspec", extra="remote")
-    fs, _, _ = fsspec.get_fs_token_paths(path, storage_options=storage_options or {})
+    options = _fsspec_options(path, storage_options)
+    fs, _, _ = fsspec.get_fs_token_paths(path, storage_options=options)
+    if hasattr(fs, "retries") and "retries" not in options:
+        fs.retries = REQUEST_ATTEMPTS
     return fs
 
 
 def open_file(path: str | os.PathLike, mode: str = "rb", *,
               storage_options: dict | None = None) -> IO[Any]:
-    """Open ``path`` (local or URL) in binary ``mode``.
+    """Open ``path`` (local or URL) in binary ``mode``. With a ``"cache_dir"`` in
+    ``storage_options``, a URL opened ``"rb"`` is its local copy in the node's cache
+    (:meth:`~feedline.storage.cache.ShardCache.local`), and the next file of the list it
+    was expanded from is fetched in the background.
 
     >>> import fsspec
     >>> fsspec.filesystem("memory").pipe("/openfile-doc/x.bin", b"abc")
@@ -71,7 +216,14 @@ def open_file(path: str | os.PathLike, mode: str = "rb", *,
     p = os.fspath(path)
     if not is_remote(p):
         return open(strip_file_scheme(p), mode)  # noqa: SIM115 - caller closes
-    return filesystem(p, storage_options).open(p, mode)
+    cache = _cache(storage_options) if mode == "rb" else None
+    if cache is not None:
+        local = cache.local(p)
+        cache.prefetch_next(p)
+        return open(local, "rb")  # noqa: SIM115 - caller closes
+    with remote_errors(p, 0):
+        f = filesystem(p, storage_options).open(p, mode)
+    return f if "r" not in mode else _RemoteFile(f, p)  # type: ignore[return-value]
 
 
 def file_size(path: str | os.PathLike, *, storage_options: dict | None = None) -> int:
@@ -86,13 +238,17 @@ def file_size(path: str | os.PathLike, *, storage_options: dict | None = None) -
     p = os.fspath(path)
     if not is_remote(p):
         return os.path.getsize(strip_file_scheme(p))
-    return int(filesystem(p, storage_options).size(p))
+    fs = filesystem(p, storage_options)
+    with remote_errors(p):
+        return int(fs.size(p))
 
 
 def read_range(path: str | os.PathLike, start: int, end: int, *,
                 storage_options: dict | None = None) -> bytes:
     """Bytes ``[start, end)`` of ``path``: one ``pread`` locally, one ranged GET (through
-    fsspec's ``cat_file``) for a URL. Fewer bytes come back only at the end of the file.
+    fsspec's ``cat_file``) for a URL, or the blocks of the node's cache holding them when
+    ``storage_options`` has a ``"cache_dir"``. Fewer bytes come back only at the end of
+    the file.
 
     >>> import fsspec
     >>> fsspec.filesystem("memory").pipe("/range-doc/a.bin", b"0123456789")
@@ -105,12 +261,20 @@ def read_range(path: str | os.PathLike, start: int, end: int, *,
     if not is_remote(p):
         with open(strip_file_scheme(p), "rb") as f:
             return os.pread(f.fileno(), end - start, start)
-    return filesystem(p, storage_options).cat_file(p, start=start, end=end)
+    cache = _cache(storage_options)
+    if cache is not None:
+        return cache.read_range(p, start, end)
+    fs = filesystem(p, storage_options)
+    with remote_errors(p, start):
+        return fs.cat_file(p, start=start, end=end)
 
 
 class RangeFile(io.RawIOBase):
     """A read-only file over ``path`` whose every ``read`` is one :func:`read_range`
-    call: remote reads fetch exactly the bytes asked for (no read-ahead past them).
+    call: remote reads fetch exactly the bytes asked for (no read-ahead past them), or
+    read the node cache's blocks when ``storage_options`` has a ``"cache_dir"``. A remote
+    reply shorter than the bytes the object holds there raises
+    :class:`~feedline.exceptions.IncompleteDownloadError`.
 
     >>> import tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "r.bin"); open(path, "wb").write(b"0123456789")
@@ -123,6 +287,11 @@ class RangeFile(io.RawIOBase):
                  storage_options: dict | None = None) -> None:
         self.path = os.fspath(path)
         self._so = storage_options
+        self._cache = _cache(storage_options) if is_remote(self.path) else None
+        self._fp = None
+        if self._cache is not None:  # one HEAD: the size and the version the blocks are of
+            self._fp = self._cache.info(self.path)
+            size = self._fp["size"] if size is None else size
         self._size = file_size(self.path, storage_options=storage_options) if size is None else size
         self._pos = 0
 
@@ -142,7 +311,14 @@ class RangeFile(io.RawIOBase):
 
     def read(self, n: int = -1) -> bytes:
         end = self._size if n is None or n < 0 else min(self._pos + n, self._size)
-        data = read_range(self.path, self._pos, end, storage_options=self._so)
+        if self._cache is not None:
+            data = self._cache.read_range(self.path, self._pos, end, fp=self._fp)
+        else:
+            data = read_range(self.path, self._pos, end, storage_options=self._so)
+        if len(data) < end - self._pos and is_remote(self.path):
+            raise IncompleteDownloadError(
+                f"asked for bytes [{self._pos}, {end}) of a {self._size}-byte object, got "
+                f"{len(data)}", path=self.path, offset=self._pos)
         self._pos += len(data)
         return data
 
@@ -175,14 +351,15 @@ def _expand_one(pattern: str, storage_options: dict | None) -> list[str]:
     if is_remote(pattern):
         fs = filesystem(pattern, storage_options)
         scheme = pattern.split("://", 1)[0]
-        if _MAGIC & set(pattern):
-            found = fs.glob(pattern)
-        elif fs.isdir(pattern):
-            found = [p for p in fs.find(pattern)]
-        elif fs.exists(pattern):
-            found = [pattern]
-        else:
-            found = []
+        with remote_errors(pattern):
+            if _MAGIC & set(pattern):
+                found = fs.glob(pattern)
+            elif fs.isdir(pattern):
+                found = [p for p in fs.find(pattern)]
+            elif fs.exists(pattern):
+                found = [pattern]
+            else:
+                found = []
         return sorted(p if "://" in p else f"{scheme}://{p.lstrip('/')}" for p in found)
     local = strip_file_scheme(pattern)
     if _MAGIC & set(local):
@@ -220,4 +397,7 @@ def expand(patterns: str | os.PathLike | Iterable[str | os.PathLike], *,
     from feedline.formats.sharded import check_shard_sets  # refuse a -of-N set left half-written
 
     check_shard_sets(out)
+    cache = _cache(storage_options)
+    if cache is not None:  # the cache reads the next file ahead while one is open
+        cache.plan(out)
     return out

@@ -17,7 +17,10 @@ Formats, recognised by their content (``format="auto"``):
   file is memory-mapped, so this costs no copy of the data.
 
 Local files are opened directly (Arrow files memory-mapped); URLs (``s3://...``,
-``memory://...``) go through :func:`feedline.storage.fs.open_file` and fsspec.
+``memory://...``) are read by byte ranges (:func:`feedline.storage.fs.open_ranged`): the
+footer, then the row groups or record batches asked for, never the whole file (through
+the node's cache when ``storage_options`` has a ``"cache_dir"``); an Arrow IPC stream,
+which has no footer, is read through once.
 
 Damage: a file that is not Parquet or Arrow, or whose footer or stream cannot be read
 (a truncated download), raises :class:`~feedline.exceptions.CorruptRecordError` naming
@@ -48,8 +51,8 @@ from typing import Any
 from feedline._internal.on_error import check_on_error, report
 from feedline._internal.optional import require
 from feedline._internal.validate import one_of, positive_int
-from feedline.exceptions import CorruptRecordError, MissingFeatureError
-from feedline.storage.fs import is_remote, open_file, strip_file_scheme
+from feedline.exceptions import CorruptRecordError, MissingFeatureError, RemoteReadError
+from feedline.storage.fs import is_remote, open_file, open_ranged, strip_file_scheme
 
 __all__ = ["TableFiles", "detect_table_format", "FORMATS"]
 
@@ -220,7 +223,7 @@ class TableFiles:
         if local:
             source: Any = pa.memory_map(strip_file_scheme(path), "r")
         else:
-            source = open_file(path, "rb", storage_options=self.storage_options)
+            source = open_ranged(path, "rb", storage_options=self.storage_options)
         try:
             if kind is None:
                 head = source.read(8)
@@ -231,6 +234,9 @@ class TableFiles:
                     expected = "Parquet or Arrow IPC" if self.format == "auto" else self.format
                     raise CorruptRecordError(
                         f"not a {expected} file (starts with {head[:8]!r})", path=path)
+            if not local and kind == "arrow_stream":  # read through once: buffered, not by ranges
+                source.close()
+                source = open_file(path, "rb", storage_options=self.storage_options)
             return self._reader(path, kind, source)
         except BaseException:
             source.close()
@@ -247,7 +253,7 @@ class TableFiles:
             reader = pa.ipc.open_stream(source)
             return _Handle(kind, source, reader, list(reader))
         except (pa.ArrowException, OSError, ValueError) as exc:
-            if isinstance(exc, FileNotFoundError):
+            if isinstance(exc, (FileNotFoundError, RemoteReadError)):
                 raise
             what = {"parquet": "Parquet", "arrow_file": "Arrow IPC file",
                     "arrow_stream": "Arrow IPC stream"}[kind]
@@ -336,6 +342,8 @@ class TableFiles:
                     if self.columns is not None:
                         table = table.select(self.columns)
             except (pa.ArrowException, OSError) as exc:
+                if isinstance(exc, RemoteReadError):  # the network, not the data
+                    raise
                 unit = "row group" if handle.kind == "parquet" else "record batch"
                 raise CorruptRecordError(f"{unit} {local} does not decode: {exc}",
                                          path=self.paths[file_index]) from exc

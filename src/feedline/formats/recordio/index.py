@@ -23,6 +23,7 @@ from feedline.formats.recordio.stream import (
     iter_records,
 )
 from feedline.storage.compression import local_path
+from feedline.storage.fs import open_file
 
 __all__ = ["IndexedRecordIO", "read_index", "build_index", "default_idx_path"]
 
@@ -77,8 +78,12 @@ def _read_record_at(fd: int, offset: int, size: int, path: str, index: int | Non
         part += 1
 
 
-def read_index(idx_path: str | os.PathLike, *, key_type: type = int) -> list[tuple[Any, int]]:
+def read_index(idx_path: str | os.PathLike, *, key_type: type = int,
+               storage_options: dict | None = None) -> list[tuple[Any, int]]:
     """Parse an ``.idx`` file into ``[(key, offset), ...]`` in file order.
+
+    ``idx_path`` may be a URL read with ``storage_options`` (through the node-local cache
+    when they have a ``"cache_dir"``).
 
     Each line is ``key<TAB>offset``; blank lines are ignored; anything else raises
     :class:`CorruptRecordError` naming the line.
@@ -92,7 +97,7 @@ def read_index(idx_path: str | os.PathLike, *, key_type: type = int) -> list[tup
     idx_path = os.fspath(idx_path)
     entries = []
     pos = 0
-    with open(idx_path, "rb") as f:
+    with open_file(idx_path, "rb", storage_options=storage_options) as f:
         for lineno, raw in enumerate(f, 1):
             start, pos = pos, pos + len(raw)
             try:

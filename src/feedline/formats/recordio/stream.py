@@ -12,6 +12,7 @@ from feedline._internal.on_error import check_on_error, report
 from feedline._internal.reading import read_full
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError
+from feedline.storage.cache import with_cache
 from feedline.storage.fs import file_size, open_file
 
 __all__ = ["MAGIC", "encode", "RecordIOWriter", "RecordIOReader", "read"]
@@ -525,10 +526,12 @@ class RecordIOReader(DatasetIterator[bytes]):
 
 
 def read(
-    path: str | os.PathLike, *, on_error: str = "raise", storage_options: dict | None = None
+    path: str | os.PathLike, *, on_error: str = "raise", storage_options: dict | None = None,
+    cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
 ) -> RecordIOReader:
     """Iterate over the payloads of the RecordIO file at ``path`` (a local path or an
-    fsspec URL read with ``storage_options``).
+    fsspec URL read with ``storage_options``; with ``cache_dir``, and ``cache_limit``
+    bytes, from its copy in the node-local :class:`~feedline.storage.cache.ShardCache`).
 
     Returns a :class:`RecordIOReader` (a ``DatasetIterator`` with byte-offset state).
 
@@ -539,4 +542,5 @@ def read(
     >>> list(read(path))
     [b'rec0', b'rec1', b'rec2']
     """
-    return RecordIOReader(path, on_error=on_error, storage_options=storage_options)
+    return RecordIOReader(path, on_error=on_error,
+                          storage_options=with_cache(storage_options, cache_dir, cache_limit))

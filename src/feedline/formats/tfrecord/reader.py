@@ -35,6 +35,7 @@ from feedline.formats.tfrecord.scan import (
     scan,
 )
 from feedline.storage import compression as _compression
+from feedline.storage.cache import with_cache
 from feedline.storage.fs import open_file
 
 __all__ = [
@@ -651,11 +652,15 @@ def read(
     on_error: str = "raise",
     index_path: str | os.PathLike | None = None,
     storage_options: dict | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    cache_limit: int | None = None,
 ) -> TFRecordReader:
     """Iterate over the records of the TFRecord file ``path`` (``bytes`` each).
 
     ``path`` may be a URL (``s3://``, ``gs://``, ``memory://``, ``file://``) read
-    through fsspec with ``storage_options``. See :class:`TFRecordReader` for the
+    through fsspec with ``storage_options``; with ``cache_dir`` (and ``cache_limit``
+    bytes) a remote file and its index are read from their copies in the node-local
+    :class:`~feedline.storage.cache.ShardCache`. See :class:`TFRecordReader` for the
     options; the iterator is also a context manager.
 
     >>> import os, tempfile
@@ -672,7 +677,7 @@ def read(
         verify=verify,
         on_error=on_error,
         index_path=index_path,
-        storage_options=storage_options,
+        storage_options=with_cache(storage_options, cache_dir, cache_limit),
     )
 
 
