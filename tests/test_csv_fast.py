@@ -36,7 +36,7 @@ LINES = st.lists(st.one_of(CLEAN, CLEAN, CLEAN, DAMAGED), min_size=0, max_size=4
 
 
 def _outcome(path, defaults, *, fast, on_error, batch_size, select=None, na=""):
-    CSVReader._fast = fast
+    CSVReader._whole_chunks = fast
     out = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -62,7 +62,7 @@ def _outcome(path, defaults, *, fast, on_error, batch_size, select=None, na=""):
 @pytest.fixture(autouse=True)
 def _restore_fast_flag():
     yield
-    CSVReader._fast = True
+    CSVReader._whole_chunks = True
 
 
 @settings(max_examples=60, deadline=None,

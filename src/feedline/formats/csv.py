@@ -11,6 +11,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
+from feedline._internal.signature import takes_arguments_of
 from feedline._internal.validate import check_bool, non_negative_int, optional_positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import DataError, DecodeError, MissingFeatureError
@@ -425,7 +426,7 @@ def _fast_decode(lines: list[bytes], cols: list[_Col], delim: bytes, quote: bool
     return out
 
 
-class _After:
+class _After(Sequence[tuple[int, int, int, int]]):
     """The per-record states of a chunk decoded by the fast path, built on demand:
     item ``k`` is ``(offset after, lines read, skipped, first line)`` as in
     :meth:`CSVReader._chunk`."""
@@ -438,7 +439,7 @@ class _After:
     def __len__(self) -> int:
         return len(self._starts) - 1
 
-    def __getitem__(self, k: int) -> tuple[int, int, int, int]:
+    def __getitem__(self, k: int) -> tuple[int, int, int, int]:  # type: ignore[override]
         if k < 0:
             k += len(self)
         if not 0 <= k < len(self):
@@ -465,7 +466,7 @@ class CSVReader(DatasetIterator[Any]):
 
     #: decode quote-free one-line records a whole chunk at a time (the per-record path
     #: is the reference; the tests compare the two)
-    _fast = True
+    _whole_chunks = True
 
     def __init__(
         self,
@@ -502,7 +503,7 @@ class CSVReader(DatasetIterator[Any]):
         )
         self.skip_header_lines = non_negative_int("skip_header_lines", skip_header_lines)
         self._rows: list[tuple] = []
-        self._row_states: list[tuple[int, int, int, int]] = []
+        self._row_states: Sequence[tuple[int, int, int, int]] = []
         self._j = 0
         self._skipped = 0
 
@@ -611,7 +612,7 @@ class CSVReader(DatasetIterator[Any]):
         with many bad lines costs about two decodes per line.
         """
         self._read_header()
-        if self._fast:
+        if self._whole_chunks:
             lines, starts, first = self._lines.peek_lines(n)
             columns = _fast_decode(lines, self._cols, self._delim, self._quote, self._na,
                                    self._select) if lines else None
@@ -781,22 +782,8 @@ class CSVReader(DatasetIterator[Any]):
             lines.close()
 
 
-def read_csv(
-    path: str | os.PathLike,
-    record_defaults: Sequence[Any],
-    *,
-    header: bool = False,
-    batch_size: int | None = None,
-    field_delim: str = ",",
-    use_quote_delim: bool = True,
-    na_value: str = "",
-    select_cols: Sequence[int] | None = None,
-    compression: str | None = "auto",
-    on_error: str = "raise",
-    storage_options: dict | None = None,
-    skip_header_lines: int = 0,
-    with_key: bool = False,
-) -> CSVReader:
+@takes_arguments_of(CSVReader)
+def read_csv(*args: Any, **kwargs: Any) -> CSVReader:
     """Read the CSV file ``path`` with :func:`decode_csv`'s typing rules.
 
     Yields one tuple of Python values per record (``int``, ``float``, ``bytes``) or, with
@@ -829,18 +816,4 @@ def read_csv(
     ...                                                     with_key=True)]
     [('2', (1, b'multi\\nline')), ('4', (2, b'?'))]
     """
-    return CSVReader(
-        path,
-        record_defaults,
-        header=header,
-        batch_size=batch_size,
-        field_delim=field_delim,
-        use_quote_delim=use_quote_delim,
-        na_value=na_value,
-        select_cols=select_cols,
-        compression=compression,
-        on_error=on_error,
-        storage_options=storage_options,
-        skip_header_lines=skip_header_lines,
-        with_key=with_key,
-    )
+    return CSVReader(*args, **kwargs)

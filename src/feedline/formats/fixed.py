@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
+from feedline._internal.signature import takes_arguments_of
 from feedline._internal.validate import non_negative_int, positive_int, record_index
 from feedline.dataset.iterator import DatasetIterator, TransformIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateError
@@ -327,15 +328,8 @@ class FixedLengthIterator(_FixedOptions, DatasetIterator[bytes]):
             self._close_file()
 
 
-def read_fixed(
-    paths: Any,
-    record_bytes: int,
-    *,
-    header_bytes: int = 0,
-    footer_bytes: int = 0,
-    on_error: str = "raise",
-    storage_options: dict | None = None,
-) -> FixedLengthIterator:
+@takes_arguments_of(FixedLengthIterator)
+def read_fixed(*args: Any, **kwargs: Any) -> FixedLengthIterator:
     """Iterate over the ``record_bytes``-long records of one file or a list of files
     (``FixedLengthRecordDataset`` semantics; see the module docstring). Paths may be
     fsspec URLs read with ``storage_options``.
@@ -350,14 +344,7 @@ def read_fixed(
     ...
     feedline.exceptions.CorruptRecordError: ...
     """
-    return FixedLengthIterator(
-        paths,
-        record_bytes,
-        header_bytes=header_bytes,
-        footer_bytes=footer_bytes,
-        on_error=on_error,
-        storage_options=storage_options,
-    )
+    return FixedLengthIterator(*args, **kwargs)
 
 
 def _cifar_image(record: bytes, label_bytes: int) -> np.ndarray:

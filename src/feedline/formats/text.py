@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from feedline._internal.signature import takes_arguments_of
 from feedline._internal.validate import check_bool, non_negative_int, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, DecodeError
@@ -331,15 +332,8 @@ class TextLineReader(DatasetIterator[Any]):
             f.close()
 
 
-def read_lines(
-    path: str | os.PathLike,
-    *,
-    compression: str | None = "auto",
-    encoding: str | None = None,
-    storage_options: dict | None = None,
-    skip_header_lines: int = 0,
-    with_key: bool = False,
-) -> TextLineReader:
+@takes_arguments_of(TextLineReader)
+def read_lines(*args: Any, **kwargs: Any) -> TextLineReader:
     """Iterate over the lines of the text file ``path`` (see the module docstring); a
     URL is read through fsspec with ``storage_options``.
 
@@ -355,10 +349,7 @@ def read_lines(
     ...                                                       with_key=True)]
     [('h.txt:2', b'a'), ('h.txt:3', b'b')]
     """
-    return TextLineReader(
-        path, compression=compression, encoding=encoding, storage_options=storage_options,
-        skip_header_lines=skip_header_lines, with_key=with_key,
-    )
+    return TextLineReader(*args, **kwargs)
 
 
 def write_lines(
