@@ -16,7 +16,7 @@ Layers, lowest first (a module may import its own layer and those below it):
 4. ``dataset``: the pipeline stages
 5. ``io``: file lists and splits
 6. faces: ``reader``, ``data_type``, ``feeder``, ``sequence``, ``pytorch``, ``image``, ``mxnet``,
-   ``datasets``
+   ``datasets``, ``compat`` (other libraries' APIs: ``compat.tf_v1``)
 7. ``train``
 8. ``demo``
 9. ``cli``
@@ -43,7 +43,8 @@ LAYERS = [
     ("feedline.dataset",),
     ("feedline.io",),
     ("feedline.reader", "feedline.data_type", "feedline.feeder", "feedline.sequence",
-     "feedline.pytorch", "feedline.image", "feedline.mxnet", "feedline.datasets"),
+     "feedline.pytorch", "feedline.image", "feedline.mxnet", "feedline.datasets",
+     "feedline.compat"),
     ("feedline.train",),
     ("feedline.demo",),
     ("feedline.cli", "feedline.__main__"),

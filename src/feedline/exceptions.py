@@ -16,6 +16,7 @@ Hierarchy::
     │   └── IncompleteShardSetError            a ``-of-N`` shard set whose writer did not finish
     ├── StateError (RuntimeError)              iterator state problems
     │   └── StateNotSupportedError             the pipeline cannot capture its position
+    ├── OutOfRangeError (EOFError)             a queue-style input (``compat.tf_v1``) is used up
     ├── PipelineError (RuntimeError)           the runtime failed
     │   ├── WorkerError                        a worker process or thread raised
     │   ├── WorkerDiedError                    a worker process died (signal, OOM killer)
@@ -52,6 +53,7 @@ __all__ = [
     "IncompleteShardSetError",
     "StateError",
     "StateNotSupportedError",
+    "OutOfRangeError",
     "PipelineError",
     "WorkerError",
     "WorkerDiedError",
@@ -161,6 +163,11 @@ class StateError(FeedlineError, RuntimeError):
 
 class StateNotSupportedError(StateError):
     """A stage cannot capture its position, e.g. a one-shot Python generator source."""
+
+
+class OutOfRangeError(FeedlineError, EOFError):
+    """The input of a :mod:`feedline.compat.tf_v1` pipeline is used up (its epoch limit
+    reached): TensorFlow's ``tf.errors.OutOfRangeError``, the end of the training loop."""
 
 
 class PipelineError(FeedlineError, RuntimeError):

@@ -1,0 +1,268 @@
+"""The machinery behind :mod:`feedline.compat.tf_v1`: lazy tensors over pipelines.
+
+A :class:`Root` is one stream of *elements*: a :class:`~feedline.dataset.base.Dataset`
+(a reader's ``(key, value)`` records, a batching stage's batches, a slice producer's
+rows). A :class:`Tensor` is a function of one element of its root, so ``decode_csv``,
+``decode_raw``, ``stack`` and friends only compose functions; a batching function turns
+the tensors of one root into a new root, a ``Dataset`` made by ``map``, ``shuffle``,
+``batch`` (the one engine). ``Session.run(fetches)`` takes the next element of each
+root the fetches come from and evaluates them on it, once per element.
+
+A root's elements are read by a :class:`QueueRunner`: the root's dataset with a
+background prefetch of ``capacity`` elements (TensorFlow's queue), started by
+``start_queue_runners`` or on first use, and stopped (thread, worker processes) by
+``Coordinator.request_stop``, ``Session.close`` or ``reset_default_graph``.
+
+>>> from feedline.dataset import Dataset
+>>> root = Root(Dataset.from_iterable([(1, 2), (3, 4)]), name="pairs")
+>>> total = lift(lambda e: e[0] + e[1], Tensor(root, lambda e, memo: e))
+>>> runner = root.runner(); [evaluate([total], runner.next()) for _ in range(2)]
+[[3], [7]]
+>>> runner.stop()
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from feedline.dataset.base import Dataset
+from feedline.exceptions import OutOfRangeError
+
+__all__ = ["Graph", "Root", "Tensor", "QueueRunner", "lift", "evaluate", "flatten",
+           "get_default_graph", "reset_default_graph", "common_root"]
+
+
+class Graph:
+    """The roots made so far (TensorFlow's default graph, for ``start_queue_runners``),
+    and the coordinator that runners report to."""
+
+    def __init__(self) -> None:
+        self.roots: list[Root] = []
+        self.coord: Any = None
+        self._lock = threading.Lock()
+
+    def add(self, root: Root) -> None:
+        with self._lock:
+            self.roots.append(root)
+
+    def running(self) -> list[QueueRunner]:
+        return [r._runner for r in self.roots if r._runner is not None]
+
+    def stop(self) -> None:
+        for runner in self.running():
+            runner.stop()
+
+
+_default = Graph()
+
+
+def get_default_graph() -> Graph:
+    """The graph new roots are added to.
+
+    >>> isinstance(get_default_graph(), Graph)
+    True
+    """
+    return _default
+
+
+def reset_default_graph() -> None:
+    """Stop every runner of the default graph and start a new, empty one
+    (``tf.reset_default_graph``).
+
+    >>> reset_default_graph(); get_default_graph().roots
+    []
+    """
+    global _default
+    _default.stop()
+    _default = Graph()
+
+
+class Root:
+    """One stream of elements: ``dataset``'s items; ``capacity`` elements are read ahead
+    by its runner. ``consumed`` is set when a batching stage reads it (its runner is then
+    not started by ``start_queue_runners``)."""
+
+    def __init__(self, dataset: Dataset, *, name: str, capacity: int = 32) -> None:
+        self.dataset = dataset
+        self.name = name
+        self.capacity = capacity
+        self.consumed = False
+        self._runner: QueueRunner | None = None
+        self.graph = get_default_graph()
+        self.graph.add(self)
+
+    def runner(self) -> QueueRunner:
+        """This root's runner, started on first use."""
+        if self._runner is None or self._runner.stopped:
+            self._runner = QueueRunner(self)
+        return self._runner
+
+    def __repr__(self) -> str:
+        return f"Root({self.name})"
+
+
+class QueueRunner:
+    """The reading of one root: its dataset's iterator behind a background prefetch of
+    ``capacity`` elements (``tf.train.QueueRunner``'s threads), thread-like: ``join``,
+    ``is_alive``. ``stop()`` closes the iterator and the pipeline's worker processes."""
+
+    def __init__(self, root: Root) -> None:
+        self.root = root
+        self.name = root.name
+        self.stopped = False
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._it: Any = root.dataset.prefetch(max(1, root.capacity)).iterator()
+        coord = root.graph.coord
+        if coord is not None:
+            coord.register_thread(self)
+
+    def next(self) -> Any:
+        """The next element; :class:`~feedline.exceptions.OutOfRangeError` at the end."""
+        it = self._it
+        if it is None:
+            raise OutOfRangeError(f"{self.name}: the queue is closed")
+        try:
+            return next(it)
+        except StopIteration:
+            self.stop()
+            raise OutOfRangeError(f"{self.name}: the input is used up") from None
+        except Exception as exc:
+            if self.stopped:
+                raise OutOfRangeError(f"{self.name}: the queue is closed") from exc
+            coord = self.root.graph.coord
+            if coord is not None:
+                coord.request_stop(exc)
+            raise
+
+    def stop(self) -> None:
+        """Close the iterator (its prefetch thread) and the pipeline's worker processes;
+        a later ``Session.run`` starts a new runner from the beginning. Idempotent."""
+        with self._lock:
+            self.stopped = True
+            it, self._it = self._it, None
+        if it is not None:
+            it.close()
+            self.root.dataset.close()
+        self._done.set()
+
+    def is_alive(self) -> bool:
+        return not self._done.is_set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._done.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"QueueRunner({self.name}, {'stopped' if self.stopped else 'running'})"
+
+
+class Tensor:
+    """A value computed from one element of ``root``: ``fn(element, memo)``.
+
+    ``set_shape(shape)`` checks every value's shape (``None`` matches any size), as
+    TensorFlow's static shape check does when the graph runs.
+    """
+
+    __slots__ = ("root", "fn", "shape")
+
+    def __init__(self, root: Root, fn: Callable[[Any, dict], Any]) -> None:
+        self.root = root
+        self.fn = fn
+        self.shape: tuple | None = None
+
+    def set_shape(self, shape: Any) -> None:
+        self.shape = tuple(shape)
+
+    def get_shape(self) -> tuple | None:
+        return self.shape
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return lift(lambda v: v[index], self)
+
+    def __repr__(self) -> str:
+        return f"<Tensor of {self.root.name}>"
+
+
+def _value(t: Tensor, element: Any, memo: dict) -> Any:
+    key = id(t)
+    if key in memo:
+        return memo[key]
+    value = memo[key] = t.fn(element, memo)
+    if t.shape is not None:
+        _check_shape(value, t.shape)
+    return value
+
+
+def _check_shape(value: Any, shape: tuple) -> None:
+    got = getattr(value, "shape", ())
+    if len(got) != len(shape) or any(s is not None and s != g for s, g in zip(shape, got)):
+        raise ValueError(f"a value of shape {list(got)} does not match the shape "
+                         f"{list(shape)} set with set_shape")
+
+
+def common_root(values: list[Any], what: str) -> Root:
+    """The root every :class:`Tensor` in ``values`` reads; ``ValueError`` if several."""
+    roots = {id(v.root): v.root for v in values if isinstance(v, Tensor)}
+    if len(roots) != 1:
+        if not roots:
+            raise TypeError(f"{what} needs at least one tensor made from an input")
+        names = ", ".join(r.name for r in roots.values())
+        raise ValueError(f"{what}: the tensors come from different inputs ({names}); "
+                         "batch several readers with batch_join or shuffle_batch_join")
+    return next(iter(roots.values()))
+
+
+def lift(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*values)`` as a tensor when an argument is a tensor, else called at once.
+
+    >>> lift(lambda a, b: a + b, 1, 2)
+    3
+    """
+    if not any(isinstance(a, Tensor) for a in args):
+        return fn(*args)
+    root = common_root(list(args), getattr(fn, "__name__", "operation"))
+
+    def run(element: Any, memo: dict) -> Any:
+        return fn(*(_value(a, element, memo) if isinstance(a, Tensor) else a for a in args))
+
+    return Tensor(root, run)
+
+
+def flatten(structure: Any) -> tuple[list[Any], Callable[[list[Any]], Any]]:
+    """The leaves of a tensor, list, tuple or dict of them, and the function that builds
+    the same structure from new leaves.
+
+    >>> leaves, build = flatten({"a": 1, "b": [2, 3]})
+    >>> leaves, build([10, 20, 30])
+    ([1, 2, 3], {'a': 10, 'b': [20, 30]})
+    """
+    if isinstance(structure, dict):
+        keys = list(structure)
+        parts = [flatten(structure[k]) for k in keys]
+    elif isinstance(structure, (list, tuple)):
+        keys = None
+        parts = [flatten(v) for v in structure]
+    else:
+        return [structure], lambda leaves: leaves[0]
+    sizes = [len(p[0]) for p in parts]
+    leaves = [leaf for p in parts for leaf in p[0]]
+    kind = type(structure)
+
+    def build(new: list[Any]) -> Any:
+        out, pos = [], 0
+        for (_, sub), n in zip(parts, sizes):
+            out.append(sub(new[pos:pos + n]))
+            pos += n
+        if keys is not None:
+            return dict(zip(keys, out))
+        return out if kind is list else tuple(out)
+
+    return leaves, build
+
+
+def evaluate(leaves: list[Any], element: Any, memo: dict | None = None) -> list[Any]:
+    """The values of ``leaves`` (tensors of one root, or constants) on ``element``."""
+    memo = {} if memo is None else memo
+    return [_value(t, element, memo) if isinstance(t, Tensor) else t for t in leaves]
