@@ -1,4 +1,10 @@
-"""mkdocs hook: show the docstrings' doctest examples (``>>>`` blocks) as code.
+"""mkdocs hooks: reference pages that follow ``__all__``, and doctest examples shown as code.
+
+**Reference pages.** A line ``::: feedline.x`` of a page under ``reference/`` (with no
+options of its own) renders exactly the names of ``feedline.x.__all__``, read from the
+module at build time: ``members: [...]`` is added for mkdocstrings. Names a package
+exports lazily or re-exports from its submodules are rendered like its own, so the
+reference cannot drift from what ``from feedline.x import *`` and type checkers see.
 
 The docstrings are written for ``pytest --doctest-modules``: an example is a run of
 lines starting with ``>>>`` (continued by ``...`` and followed by the expected output)
@@ -10,6 +16,7 @@ mkdocstrings renders docstrings with it.
 
 from __future__ import annotations
 
+import importlib
 import re
 
 from markdown import Extension
@@ -64,3 +71,44 @@ class DoctestFenceExtension(Extension):
 def on_config(config):
     config["markdown_extensions"].append(DoctestFenceExtension())
     return config
+
+
+_DIRECTIVE = re.compile(r"^::: (feedline[\w.]*)[ \t]*$")
+
+
+def members_of(module_name: str) -> list[str] | None:
+    """The names of ``module_name.__all__`` (``None``: no ``__all__``, or the path names an
+    object, not a module)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            return None  # ``feedline.x.name``: an object, rendered as it is
+        raise
+    names = getattr(module, "__all__", None)
+    return None if names is None else [str(n) for n in names]
+
+
+def expand_directives(markdown: str) -> str:
+    """Give every option-less ``::: feedline.x`` line the members of ``feedline.x.__all__``."""
+    lines = markdown.split("\n")
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        match = _DIRECTIVE.match(line)
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if match is None or following.startswith(" "):
+            continue
+        names = members_of(match.group(1))
+        if names is None:
+            continue
+        out.append("    options:")
+        out.append("      members:")
+        out.extend(f"        - {name}" for name in names)
+    return "\n".join(out)
+
+
+def on_page_markdown(markdown, page, config, files):
+    if page.file.src_uri.startswith("reference/"):
+        return expand_directives(markdown)
+    return markdown

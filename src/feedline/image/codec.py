@@ -445,7 +445,8 @@ def decode(
             Other formats are always decoded by Pillow, which raises on truncation.
         max_pixels: pixel budget (height x width from the header, checked before any
             pixel is decoded); ``None`` for no limit; left out, :data:`MAX_PIXELS`.
-        path, index: where the image came from, for the error message.
+        path: the file the image came from, for the error message.
+        index: the image's record index in that file, for the error message.
 
     Raises:
         DecodeError: the bytes are not an image, are damaged (truncated, bad data) or

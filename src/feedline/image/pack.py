@@ -331,7 +331,8 @@ def pack_images(
             allowed with ``resize``/``center_crop``/``color="gray"``.
         pack_label: store every label of a multi-label ``.lst`` line (``IRHeader.flag`` =
             number of labels), not only the first.
-        shuffle, seed: write records in a random order drawn from ``seed``.
+        shuffle: write records in a random order drawn from ``seed``.
+        seed: the seed of that order.
         num_workers: processes that read and encode images (1: in this process).
         exts: file name endings taken as images in a folder source.
         on_error: ``"raise"`` (default): a missing or undecodable image stops the run
