@@ -51,6 +51,13 @@ def _idx_file(directory: str, stem: str) -> str:
     )
 
 
+def _signed(row: np.ndarray, top: float) -> np.ndarray:
+    x = row.astype(np.float32) / np.float32(top)
+    x *= np.float32(2.0)
+    x -= np.float32(1.0)
+    return x
+
+
 def mnist_pixels(row: np.ndarray) -> np.ndarray:
     """``uint8`` pixels to ``float32`` in ``[-1, 1]``, step by step in ``float32`` as
     PaddlePaddle's reader computes them (``/ 255``, ``* 2``, ``- 1``), so the values are
@@ -59,10 +66,7 @@ def mnist_pixels(row: np.ndarray) -> np.ndarray:
     >>> mnist_pixels(np.array([0, 255], np.uint8)).tolist()
     [-1.0, 1.0]
     """
-    x = row.astype(np.float32) / np.float32(255.0)
-    x *= np.float32(2.0)
-    x -= np.float32(1.0)
-    return x
+    return _signed(row, 255.0)
 
 
 def digits_pixels(row: np.ndarray) -> np.ndarray:
@@ -72,10 +76,7 @@ def digits_pixels(row: np.ndarray) -> np.ndarray:
     >>> digits_pixels(np.array([0, 16], np.uint8)).tolist()
     [-1.0, 1.0]
     """
-    x = row.astype(np.float32) / np.float32(16.0)
-    x *= np.float32(2.0)
-    x -= np.float32(1.0)
-    return x
+    return _signed(row, 16.0)
 
 
 def _from_idx(directory: str | os.PathLike, part: str) -> Samples:

@@ -177,22 +177,23 @@ class BasicLocalParameterUpdaterOps(UpdaterSteps):
     runs the steps and this one passes every hook through: each step runs once per pass
     or batch whatever the combination.
 
-    >>> import numpy as np, torch
-    >>> from feedline import data_type
+    >>> import torch
+    >>> from feedline import Dataset, data_type
     >>> from feedline.train import Runner, SGD, network
-    >>> from feedline.train.items import Counter
-    >>> net = network(inputs={"x": data_type.dense_vector(2), "label": data_type.integer_value(2)},
-    ...               learning_rate=0.1, learning_method=SGD(), batch_size=2)(torch.nn.Linear(2, 2))
-    >>> def process(settings, filename):           # a PaddlePaddle data provider function
-    ...     for i in range(4):
-    ...         yield {"x": [float(i % 2), 1.0], "label": i % 2}
+    >>> from feedline.train.items import Counter, DataProvider
+    >>> inputs = {"x": data_type.dense_vector(1), "y": data_type.dense_vector(1)}
+    >>> net = network(inputs=inputs, label="y", learning_rate=0.5,
+    ...               learning_method=SGD())(torch.nn.Linear(1, 1, bias=False))
+    >>> xs = torch.linspace(-1, 1, 8).reshape(-1, 1).numpy()
     >>> runner = Runner([CreateGradientMachine(net, seed=0), BasicLocalParameterUpdaterOps(),
-    ...                  Counter(), BasicPaddleTrainerDataProvider(net, process, ["f"]),
+    ...                  Counter(), DataProvider(Dataset.from_arrays(xs, 3 * xs), batch_size=4),
     ...                  BasicGradientMachineTrainOps()])
-    >>> with runner:
-    ...     _ = runner.run_one_pass()
-    ...     runner.context.updater.num_updates, type(runner.context.optimizer).__name__
-    (2, 'SGD')
+    >>> with runner:                                 # the Ops item made the updater
+    ...     _ = runner.run(20)
+    ...     updates = runner.context.updater.num_updates
+    ...     weight = runner.context.module.weight.item()
+    >>> updates, round(weight, 3)
+    (40, 3.0)
     """
 
     state_key = "updater_ops"
