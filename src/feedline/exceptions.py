@@ -15,7 +15,8 @@ Hierarchy::
     │   ├── FeedError                          a sample the DataFeeder cannot convert
     │   └── IncompleteShardSetError            a ``-of-N`` shard set whose writer did not finish
     ├── StateError (RuntimeError)              iterator state problems
-    │   └── StateNotSupportedError             the pipeline cannot capture its position
+    │   ├── StateNotSupportedError             the pipeline cannot capture its position
+    │   └── InvalidStateError (ValueError)     a state whose values do not fit the pipeline
     ├── OutOfRangeError (EOFError)             a queue-style input (``compat.tf_v1``) is used up
     ├── PipelineError (RuntimeError)           the runtime failed
     │   ├── WorkerError                        a worker process or thread raised
@@ -53,6 +54,7 @@ __all__ = [
     "IncompleteShardSetError",
     "StateError",
     "StateNotSupportedError",
+    "InvalidStateError",
     "OutOfRangeError",
     "PipelineError",
     "WorkerError",
@@ -163,6 +165,12 @@ class StateError(FeedlineError, RuntimeError):
 
 class StateNotSupportedError(StateError):
     """A stage cannot capture its position, e.g. a one-shot Python generator source."""
+
+
+class InvalidStateError(StateError, ValueError):
+    """A resume state whose values do not fit the pipeline it is given to: a wrong type,
+    a position past the end, a path outside the directory it must stay in. Raised before
+    the state is used."""
 
 
 class OutOfRangeError(FeedlineError, EOFError):

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
+from feedline._internal.state import restore, state_int
 from feedline._internal.validate import (
     UNSET,
     callable_arg,
@@ -181,11 +182,11 @@ class Dataset(Generic[T]):
             raise StateError(
                 f"state version {state['version']} is not supported (expected {STATE_VERSION})"
             )
-        epoch = non_negative_int("state['epoch']", state["epoch"])
+        epoch = state_int(state, "epoch", "pipeline")
         self._iterations = max(self._iterations, epoch + 1)
         it = self._build(BuildContext(epoch=epoch, stats=stats))
         try:
-            it.set_state(state["stages"])
+            restore(it, state["stages"])  # malformed values: InvalidStateError
         except BaseException:
             it.close()
             raise
@@ -887,7 +888,7 @@ class PipelineIterator(DatasetIterator[T]):
                 f"state is for epoch {state['epoch']}, this iterator runs epoch {self.epoch}; "
                 "use dataset.iterator(state)"
             )
-        self._it.set_state(state["stages"])
+        restore(self._it, state["stages"])
 
     def stats(self) -> Any:
         """The statistics collected so far (needs ``dataset.iterator(stats=True)``)."""
@@ -1012,7 +1013,7 @@ class IndexIterator(DatasetIterator[T]):
             raise StateError(
                 f"state is for a dataset of {state['len']} items, this one has {self._n}"
             )
-        self._open(min(non_negative_int("state['next']", state["next"]), self._n))
+        self._open(state_int(state, "next", "index", high=self._n))
 
 
 def _json_size(state: dict) -> int:

@@ -17,12 +17,18 @@ replayed, not redrawn, so shuffle after it.
   A damaged cache directory (a part missing or of the wrong size) is logged, removed
   and rebuilt.
 * **Fingerprint.** ``<fingerprint>`` is a hash of the upstream pipeline's description:
-  every stage's type, name and options, the code of its functions (bytecode, constants,
-  names), and plain source arguments (ranges, lists of numbers or strings, paths). A
-  changed pipeline therefore writes a new cache. The *contents* of the files a source
-  reads are not part of it: after rewriting input files in place, delete the cache.
-  Sources whose contents cannot be described (a generator, a reader function) are
-  fingerprinted by their type and code only.
+  every stage's type, name and options, all of each value and never a sample of it —
+  numpy arrays by their dtype, shape and bytes, lists, tuples, sets and dicts of any
+  length item by item, numbers exactly, paths; functions by their bytecode, constants,
+  defaults, closure cells and the module globals they read; ``functools.partial`` by its
+  function and arguments; bound methods by their function and object; other objects by
+  their class and every attribute (``__dict__`` and ``__slots__``), or what pickle keeps
+  of them. A changed pipeline therefore writes a new cache. A value none of these
+  describe (a generator object, an unpicklable object without attributes) makes
+  ``cache()`` raise ``TypeError`` naming the stage and option rather than risk replaying
+  a stale cache. The *contents* of the files a source reads are not part of it: after
+  rewriting input files in place, delete the cache. A source built from a reader
+  function is fingerprinted by that function (its code and what it reads).
   ``cache(path)`` keeps one pipeline per directory: it removes the caches of other
   fingerprints in ``path`` once its own is complete, so pipelines that share a path
   evict each other — under ``shard``, give each rank its own path
@@ -54,6 +60,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -65,11 +72,14 @@ import types
 import uuid
 from typing import Any
 
+import numpy as np
+
 from feedline._internal.atomic import replace_file
+from feedline._internal.state import confined_name, state_bool, state_int, state_list
 from feedline._internal.validate import positive_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
-from feedline.exceptions import CorruptRecordError, StateError
+from feedline.exceptions import CorruptRecordError, InvalidStateError, StateError
 from feedline.formats.tfrecord import TFRecordReader, TFRecordWriter
 
 __all__ = ["FileCacheDataset", "pipeline_fingerprint"]
@@ -86,58 +96,158 @@ _SKIP_ATTRS = {"_iterations", "_items", "_pool", "_pools", "_lock"}
 # --------------------------------------------------------------------------- fingerprint
 
 
+#: Nesting deeper than this is refused rather than cut off (a cut-off description would
+#: let two different pipelines share a fingerprint).
+_MAX_DEPTH = 64
+
+
+class _Unhashable(TypeError):
+    """A value the fingerprint cannot describe; ``cache(path)`` refuses the pipeline."""
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def _code_digest(code: types.CodeType, h: Any, depth: int = 0) -> None:
     h.update(code.co_code)
     h.update(repr(code.co_names).encode())
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            if depth < 8:
-                _code_digest(const, h, depth + 1)
+            if depth >= _MAX_DEPTH:
+                raise _Unhashable("code nested too deeply")
+            _code_digest(const, h, depth + 1)
         else:
             h.update(repr(const).encode())
 
 
-def _describe(value: Any, depth: int = 0) -> Any:
-    """A JSON-able description of an option value (see the module docstring)."""
-    if depth > 4:
-        return type(value).__name__
-    if value is None or isinstance(value, (bool, int, float, str)):
+def _function(fn: types.FunctionType, depth: int, seen: set[int]) -> Any:
+    """A function by its code, defaults, closure cells and the module globals its code
+    reads (a changed constant such as ``SCALE = 2`` changes the fingerprint); functions
+    and classes met there are described by name (and, for functions, their code)."""
+    h = hashlib.sha256()
+    _code_digest(fn.__code__, h)
+    parts = [_describe(fn.__defaults__, depth + 1, seen),
+             _describe(fn.__kwdefaults__, depth + 1, seen)]
+    for cell in fn.__closure__ or ():
+        try:
+            contents = cell.cell_contents
+        except ValueError:  # an empty cell
+            parts.append("<empty cell>")
+            continue
+        parts.append(_describe(contents, depth + 1, seen))
+    names = set(fn.__code__.co_names)
+    for const in fn.__code__.co_consts:  # the names nested functions and lambdas read
+        if isinstance(const, types.CodeType):
+            names.update(const.co_names)
+    for name in sorted(names):
+        if name in fn.__globals__:
+            parts.append([name, _describe(fn.__globals__[name], depth + 1, seen)])
+    h.update(json.dumps(parts, sort_keys=True).encode())
+    return ["function", f"{fn.__module__}.{fn.__qualname__}", h.hexdigest()]
+
+
+def _state_of(value: Any) -> dict[str, Any] | None:
+    """The attributes of an object: its ``__dict__`` and every ``__slots__`` entry set."""
+    state: dict[str, Any] = {}
+    found = False
+    if hasattr(value, "__dict__"):
+        found = True
+        state.update(vars(value))
+    for cls in type(value).__mro__:
+        slots = cls.__dict__.get("__slots__")
+        if slots is None:
+            continue
+        found = True
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot not in ("__dict__", "__weakref__") and hasattr(value, slot):
+                state[slot] = getattr(value, slot)
+    return state if found else None
+
+
+def _describe(value: Any, depth: int = 0, seen: set[int] | None = None) -> Any:
+    """A JSON-able description of an option value that changes whenever the value does
+    (see the module docstring); raises ``_Unhashable`` for what it cannot describe."""
+    if depth > _MAX_DEPTH:
+        raise _Unhashable(f"nested more than {_MAX_DEPTH} levels deep")
+    if value is None or isinstance(value, (bool, str)):
         return value
-    if isinstance(value, bytes):
-        return value.hex() if len(value) <= 64 else hashlib.sha256(value).hexdigest()
+    if isinstance(value, int):
+        return value if type(value) is int else [type(value).__qualname__, int(value)]
+    if isinstance(value, float):
+        return ["float", value.hex()]  # exact, and NaN/inf are JSON too
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        return data.hex() if len(data) <= 64 else _digest(data)
     if isinstance(value, os.PathLike):
-        return os.fspath(value)
+        return ["path", os.fspath(value)]
     if isinstance(value, range):
         return ["range", value.start, value.stop, value.step]
-    if isinstance(value, (list, tuple)):
-        if len(value) > 100_000:
-            return [type(value).__name__, len(value)]
-        if all(x is None or isinstance(x, (bool, int, float, str, bytes)) for x in value):
-            return [type(value).__name__,
-                    hashlib.sha256(repr(value).encode()).hexdigest()]
-        return [type(value).__name__, [_describe(x, depth + 1) for x in value[:64]], len(value)]
-    if isinstance(value, dict):
-        return {str(k): _describe(v, depth + 1) for k, v in list(value.items())[:64]}
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            return ["ndarray", str(value.dtype), list(value.shape),
+                    _describe(value.tolist(), depth + 1, seen)]
+        return ["ndarray", value.dtype.str, list(value.shape),
+                _digest(np.ascontiguousarray(value).tobytes())]
+    if isinstance(value, np.generic):
+        return ["numpy", value.dtype.str, _digest(np.asarray(value).tobytes())]
+    if isinstance(value, type):
+        return ["class", f"{value.__module__}.{value.__qualname__}"]
+    if isinstance(value, types.ModuleType):
+        return ["module", value.__name__]
     if isinstance(value, Dataset):
         return None  # described as a parent
-    if isinstance(value, (types.FunctionType, types.MethodType)):
-        fn = value.__func__ if isinstance(value, types.MethodType) else value
-        h = hashlib.sha256()
-        _code_digest(fn.__code__, h)
-        for cell in fn.__closure__ or ():
-            try:
-                h.update(json.dumps(_describe(cell.cell_contents, depth + 1),
-                                    sort_keys=True, default=str).encode())
-            except ValueError:  # an empty cell
-                pass
-        return ["function", f"{fn.__module__}.{fn.__qualname__}", h.hexdigest()]
-    if callable(value) and hasattr(value, "__dict__"):  # a callable object: its class + state
-        return ["callable", f"{type(value).__module__}.{type(value).__qualname__}",
-                {k: _describe(v, depth + 1) for k, v in sorted(vars(value).items())
-                 if not k.startswith("__")}]
-    if callable(value):
-        return ["callable", getattr(value, "__qualname__", type(value).__qualname__)]
-    return type(value).__qualname__
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return ["cycle"]
+    seen.add(id(value))
+    try:
+        return _describe_container(value, depth, seen)
+    finally:
+        seen.discard(id(value))
+
+
+def _describe_container(value: Any, depth: int, seen: set[int]) -> Any:
+    if isinstance(value, (list, tuple)):
+        if all(x is None or type(x) in (bool, int, str) for x in value):  # fast and exact
+            return [type(value).__name__, len(value), _digest(repr(value).encode())]
+        items = [_describe(x, depth + 1, seen) for x in value]
+        return [type(value).__name__, len(value),
+                _digest(json.dumps(items, sort_keys=True).encode())]
+    if isinstance(value, (set, frozenset)):
+        items = sorted(json.dumps(_describe(x, depth + 1, seen), sort_keys=True) for x in value)
+        return [type(value).__name__, _digest(json.dumps(items).encode())]
+    if isinstance(value, dict):
+        items = sorted([json.dumps(_describe(k, depth + 1, seen), sort_keys=True),
+                        _describe(v, depth + 1, seen)] for k, v in value.items())
+        return ["dict", len(items), _digest(json.dumps(items, sort_keys=True).encode())]
+    if isinstance(value, functools.partial):
+        return ["partial", _describe(value.func, depth + 1, seen),
+                _describe(value.args, depth + 1, seen),
+                _describe(value.keywords, depth + 1, seen)]
+    if isinstance(value, types.MethodType):
+        return ["method", _describe(value.__func__, depth + 1, seen),
+                _describe(value.__self__, depth + 1, seen)]
+    if isinstance(value, types.FunctionType):
+        return _function(value, depth, seen)
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        owner = getattr(value, "__self__", None)
+        if owner is None or isinstance(owner, types.ModuleType):  # a function of a module
+            return ["builtin", getattr(owner, "__name__", None), value.__qualname__]
+        return ["builtin method", value.__qualname__,  # bound: its object counts (dict.get)
+                _describe(owner, depth + 1, seen)]
+    if isinstance(value, (types.GeneratorType, types.CoroutineType)):
+        raise _Unhashable(f"a {type(value).__name__} (its position cannot be described)")
+    state = _state_of(value)
+    if state is not None:  # an object: its class and every attribute (``__slots__`` too)
+        return ["object", f"{type(value).__module__}.{type(value).__qualname__}",
+                {k: _describe(v, depth + 1, seen) for k, v in sorted(state.items())
+                 if k not in _SKIP_ATTRS}]
+    try:  # no attributes to read (a C type): what pickle keeps of it
+        return ["pickle", type(value).__qualname__,
+                _digest(pickle.dumps(value, protocol=4))]
+    except Exception as exc:  # noqa: BLE001 - any pickling failure means "cannot describe"
+        raise _Unhashable(f"a {type(value).__qualname__} object (not picklable: {exc})") from exc
 
 
 def _node(ds: Dataset, seen: dict[int, int]) -> Any:
@@ -145,10 +255,19 @@ def _node(ds: Dataset, seen: dict[int, int]) -> Any:
         return ["ref", seen[id(ds)]]
     seen[id(ds)] = len(seen)
     options = {}
-    for key, value in sorted(vars(ds).items()):
+    for key, value in sorted((_state_of(ds) or {}).items()):
         if key in _SKIP_ATTRS or key == "_parents" or isinstance(value, Dataset):
             continue
-        options[key] = _describe(value)
+        try:
+            options[key] = _describe(value)
+        except _Unhashable as exc:
+            raise TypeError(
+                f"cache(): cannot fingerprint option {key.lstrip('_')!r} of stage "
+                f"{ds.name!r}: {exc}. The fingerprint must cover everything that changes "
+                "the pipeline's output, so this pipeline cannot be cached; use values "
+                "feedline can describe (numbers, strings, arrays, lists, dicts, functions, "
+                "functools.partial, objects with attributes or picklable ones)"
+            ) from exc
     return {
         "type": f"{type(ds).__module__}.{type(ds).__qualname__}",
         "name": ds.name,
@@ -234,6 +353,11 @@ class FileCacheDataset(Dataset):
         ok = (isinstance(manifest, dict) and manifest.get("format") == _FORMAT
               and manifest.get("fingerprint") == self.fingerprint)
         if ok:
+            parts = manifest.get("parts")
+            ok = isinstance(parts, list) and all(  # only this writer's part names
+                isinstance(p, dict) and p.get("name") == f"part-{k:05d}.tfrecord"
+                and isinstance(p.get("bytes"), int) for k, p in enumerate(parts))
+        if ok:
             for part in manifest["parts"]:
                 try:
                     size = os.path.getsize(os.path.join(directory, part["name"]))
@@ -275,6 +399,10 @@ class _CacheIterator(DatasetIterator):
 
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "file_cache", ("mode",))
+        if state["mode"] not in ("read", "write"):
+            raise InvalidStateError(
+                f"state of stage 'file_cache': `mode` must be 'read' or 'write', got "
+                f"{state['mode']!r}")
         if state["mode"] == "write" and not isinstance(self._inner, _WriteIterator):
             self._inner.close()
             self._inner = _WriteIterator(self._ds, self._ctx)
@@ -348,8 +476,8 @@ class _ReadIterator(DatasetIterator):
                 "another pipeline); restore it with dataset.iterator(state) on the pipeline "
                 "that saved it"
             )
-        self._open(int(state["part"]))
-        if self._reader is not None and state["reader"] is not None:
+        self._open(state_int(state, "part", "file_cache", high=len(self._parts)))
+        if self._reader is not None and state.get("reader") is not None:
             self._reader.set_state(state["reader"])
 
     def close(self) -> None:
@@ -413,9 +541,14 @@ class _WriteIterator(DatasetIterator):
                 shutil.rmtree(full, ignore_errors=True)
 
     def _abandon(self, exc: BaseException) -> None:
+        """Drop the cache being written (a full disk, an item that does not pickle) and
+        keep yielding the parent's items; a later iteration writes it again."""
         logger.warning("%s: writing the cache failed (%s); it will be written again",
                        self._ds.path, exc)
-        self._close_writer()
+        try:
+            self._close_writer()
+        except OSError:  # the buffered tail cannot be written either: it is dropped
+            pass
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
         self._staging = None
@@ -429,9 +562,9 @@ class _WriteIterator(DatasetIterator):
         return f"part-{k:05d}.tfrecord"
 
     def _close_writer(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        writer, self._writer = self._writer, None  # closed once, even if closing fails
+        if writer is not None:
+            writer.close()
 
     def _write(self, item: Any) -> None:
         if self._writer is None:
@@ -496,7 +629,10 @@ class _WriteIterator(DatasetIterator):
 
     def get_state(self) -> dict[str, Any]:
         if self._writer is not None:
-            self._writer.flush()
+            try:
+                self._writer.flush()
+            except OSError as exc:  # a full disk: drop the cache, the state stays valid
+                self._abandon(exc)
         return {"type": "file_cache", "mode": "write", "fingerprint": self._ds.fingerprint,
                 "parent": self._parent.get_state(), "done": self._done,
                 "staging": None if self._staging is None else os.path.basename(self._staging),
@@ -511,29 +647,62 @@ class _WriteIterator(DatasetIterator):
             )
         check_state(state, "file_cache", ("parent", "done", "staging", "parts", "in_part",
                                           "bytes"))
+        done, old, parts = self._checked(state)  # before any of it is used
         self._parent.set_state(state["parent"])
-        self._done = bool(state["done"])
+        self._done = done
         if self._staging is None:
             return
         self._close_writer()
-        old = state["staging"]
         resumed = False
         if old is not None and state.get("fingerprint") == self._ds.fingerprint:
-            resumed = self._copy_from(os.path.join(self._ds.path, old), state)
+            resumed = self._copy_from(old, parts, state)
         if not resumed:
             logger.info("%s: the cache being written when the state was saved is gone; "
                         "this iteration only reads", self._ds.path)
             shutil.rmtree(self._staging, ignore_errors=True)
             self._staging = None
 
-    def _copy_from(self, old: str, state: dict[str, Any]) -> bool:
-        """Continue the staging directory ``old`` in ours: its finished parts and the
-        first ``bytes`` bytes of the part being written. ``False`` if it is gone."""
+    def _checked(self, state: dict[str, Any]) -> tuple[bool, str | None, list[dict]]:
+        """``(done, staging directory or None, parts)`` of a write-mode state, every field
+        checked: the staging directory is one of this pipeline's in ``path`` (a plain
+        name, no link), the parts are named as this writer names them, counts and sizes
+        in range. Anything else raises InvalidStateError, so that a tampered state
+        cannot make the cache copy (and later unpickle) a file from elsewhere."""
+        kind = "file_cache"
+        done = state_bool(state, "done", kind)
+        name = confined_name(state, "staging", kind, optional=True)
+        if name is not None and not name.startswith(f"{_STAGING}{self._ds.fingerprint}-"):
+            raise InvalidStateError(f"state of stage {kind!r}: `staging` {name!r} is not a "
+                                    "staging directory of this pipeline")
+        parts = []
+        size = self._ds.shard_size
+        for k, part in enumerate(state_list(state, "parts", kind)):
+            if not isinstance(part, dict):
+                raise InvalidStateError(f"state of stage {kind!r}: part {k} is not a dict")
+            if part.get("name") != self._part_name(k):
+                raise InvalidStateError(f"state of stage {kind!r}: part {k} must be named "
+                                        f"{self._part_name(k)!r}, got {part.get('name')!r}")
+            parts.append({"name": part["name"],
+                          "count": state_int(part, "count", kind, low=1, high=size),
+                          "bytes": state_int(part, "bytes", kind)})
+        state_int(state, "in_part", kind, high=size - 1)
+        state_int(state, "bytes", kind)
+        old = None if name is None else os.path.join(self._ds.path, name)
+        if old is not None and (os.path.islink(old) or os.path.realpath(os.path.dirname(old))
+                                != os.path.realpath(self._ds.path)):
+            raise InvalidStateError(f"state of stage {kind!r}: `staging` {name!r} is not a "
+                                    f"directory of {self._ds.path}")
+        return done, old, parts
+
+    def _copy_from(self, old: str, parts: list[dict], state: dict[str, Any]) -> bool:
+        """Continue the staging directory ``old`` in ours: its finished ``parts`` and the
+        first ``bytes`` bytes of the part being written (both checked by
+        :meth:`_checked`; part files that are links are not followed). ``False`` if it
+        is gone."""
         try:
-            parts = [dict(p) for p in state["parts"]]
             for p in parts:
                 src = os.path.join(old, p["name"])
-                if os.path.getsize(src) != p["bytes"]:
+                if os.path.islink(src) or os.path.getsize(src) != p["bytes"]:
                     return False
                 shutil.copyfile(src, os.path.join(self._staging_dir(), p["name"]))
             in_part, nbytes = int(state["in_part"]), int(state["bytes"])
@@ -541,7 +710,7 @@ class _WriteIterator(DatasetIterator):
             self._in_part, self._bytes = in_part, nbytes
             if in_part:  # re-frame the first `in_part` records of the part being written
                 src = os.path.join(old, self._part_name(self._part))
-                if os.path.getsize(src) < nbytes:
+                if os.path.islink(src) or os.path.getsize(src) < nbytes:
                     return False
                 reader = TFRecordReader(src, compression=None)
                 try:
@@ -557,7 +726,10 @@ class _WriteIterator(DatasetIterator):
             return False
 
     def close(self) -> None:
-        self._close_writer()
+        try:
+            self._close_writer()
+        except OSError as exc:  # a full disk: the unfinished cache is dropped
+            self._abandon(exc)
         staging = getattr(self, "_staging", None)
         if staging is not None and not self._done:
             try:  # unfinished: keep it for a resume in this process, but let it be cleaned

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedline._internal.validate import non_negative_int
+from feedline._internal.state import state_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 
@@ -86,7 +86,7 @@ class _RepeatIterator(DatasetIterator):
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "repeat", ("k", "child"))
         self.close()
-        self._k = non_negative_int("state['k']", state["k"])
+        self._k = state_int(state, "k", "repeat", high=self._epochs)
         if state["child"] is not None:
             self._open().set_state(state["child"])
             self._yielded_this_epoch = 1  # the epoch had produced items before the save

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from feedline._internal.state import state_int
 from feedline._internal.validate import non_negative_int, one_of, positive_int
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
@@ -192,8 +193,9 @@ class _ShardIterator(DatasetIterator):
         check_state(state, "shard", ("start", "next", "world_size", "len"))
         if state["len"] != self._n:
             raise StateError(f"shard state is for {state['len']} items, this dataset has {self._n}")
-        start = non_negative_int("state['start']", state["start"])
-        nxt = non_negative_int("state['next']", state["next"])
+        start = state_int(state, "start", "shard", high=self._n)
+        world = state_int(state, "world_size", "shard", low=1)
+        nxt = state_int(state, "next", "shard", high=-(-(self._n - start) // world))
         if state["world_size"] == self._world:
             self._start, self._next = start, nxt
         else:  # continue the same epoch from the global position with the new world size

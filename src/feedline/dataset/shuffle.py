@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from feedline._internal.validate import non_negative_int
+from feedline._internal.state import state_bool, state_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
-from feedline.exceptions import StateError, StateNotSupportedError
+from feedline.exceptions import InvalidStateError, StateError, StateNotSupportedError
 
 __all__ = ["ShuffleDataset", "resolve_seed", "CounterRandom"]
 
@@ -271,16 +271,21 @@ class _ShuffleIterator(DatasetIterator):
         self._steady_offset = None
         self._parent.set_state(state["parent"])
         self._buf, self._pos = [], []
-        self._draws = non_negative_int("state['draws']", state["draws"])
-        read = non_negative_int("state['read']", state["read"])
-        self._exhausted = bool(state["exhausted"])
+        self._draws = state_int(state, "draws", "shuffle")
+        read = state_int(state, "read", "shuffle")
+        self._exhausted = state_bool(state, "exhausted", "shuffle")
         self._snaps = deque()
-        start = state["start"]
+        start = None if state["start"] is None else state_int(state, "start", "shuffle",
+                                                              high=read)
         if start is None:
             self._read = 0
             self._gen = self._generate()
             return
-        rel = np.frombuffer(base64.b64decode(state["buffer"]), dtype="<u4")
+        rel = np.frombuffer(base64.b64decode(state["buffer"], validate=True), dtype="<u4")
+        if len(rel) > self._size or (len(rel) and int(rel.max()) >= read - start):
+            raise InvalidStateError(
+                f"state of stage 'shuffle': `buffer` holds {len(rel)} positions, at most "
+                f"{self._size} below read - start = {read - start} expected")
         wanted = {int(r) + start: slot for slot, r in enumerate(rel)}
         items: list = [None] * len(rel)
         self._snaps.append((start, state["parent"]))

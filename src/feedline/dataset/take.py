@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedline._internal.validate import non_negative_int
+from feedline._internal.state import state_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 
@@ -53,7 +53,7 @@ class _CountIterator(DatasetIterator):
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, self._kind, (self._key, "parent"))
         self._parent.set_state(state["parent"])
-        self._count = non_negative_int(f"state['{self._key}']", state[self._key])
+        self._count = state_int(state, self._key, self._kind, high=self._n)
 
     def close(self) -> None:
         self._parent.close()
