@@ -260,3 +260,31 @@ def test_an_untampered_write_state_still_resumes(tmp_path):
     it.close()
     assert rest == [x * 3 for x in range(6, 50)]
     assert ds.is_cached() and ds.to_list() == [x * 3 for x in range(50)]
+
+
+def test_reader_states_are_checked(tmp_path):
+    from feedline import recordio, text, tfrecord
+
+    path = str(tmp_path / "a.tfrecord")
+    with tfrecord.TFRecordWriter(path) as w:
+        for i in range(10):
+            w.write(b"x" * i)
+    reader = tfrecord.TFRecordReader(path)
+    next(reader)
+    state = reader.get_state()
+    reader.close()
+    size = os.path.getsize(path)
+    for bad in (10**12, size + 1, -1, "16", None):
+        with tfrecord.TFRecordReader(path) as fresh, pytest.raises(InvalidStateError, match="offset"):
+            fresh.set_state({**state, "offset": bad})
+    with tfrecord.TFRecordReader(path) as fresh, pytest.raises(InvalidStateError, match="index"):
+        fresh.set_state({**state, "index": "1"})
+    rec = str(tmp_path / "a.rec")
+    with recordio.RecordIOWriter(rec) as w:
+        w.write(b"abc")
+    with recordio.RecordIOReader(rec) as fresh, pytest.raises(InvalidStateError, match="skipped"):
+        fresh.set_state({"type": "recordio", "offset": 0, "index": 0, "skipped": "many"})
+    txt = tmp_path / "a.txt"
+    txt.write_text("a\nb\n")
+    with text.TextLineReader(str(txt)) as fresh, pytest.raises(InvalidStateError, match="line"):
+        fresh.set_state({"type": "text", "offset": 0, "line": [0]})

@@ -12,6 +12,7 @@ import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
 from feedline._internal.signature import takes_arguments_of
+from feedline._internal.state import state_int
 from feedline._internal.validate import check_bool, non_negative_int, optional_positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import DataError, DecodeError, MissingFeatureError
@@ -772,7 +773,7 @@ class CSVReader(DatasetIterator[Any]):
         check_state(state, "csv", ("offset", "line"))
         self._lines.set_state({"type": "text", "offset": state["offset"], "line": state["line"]})
         self._rows, self._row_states, self._j = [], [], 0
-        self._skipped = int(state.get("skipped", 0))
+        self._skipped = state_int({"skipped": 0, **state}, "skipped", "csv")
         if state.get("header_read") and self.column_names is None:
             self.column_names = []
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
 from feedline._internal.signature import takes_arguments_of
+from feedline._internal.state import state_int
 from feedline._internal.validate import non_negative_int, positive_int, record_index
 from feedline.dataset.iterator import DatasetIterator, TransformIterator, check_state
 from feedline.exceptions import CorruptRecordError, StateError
@@ -313,9 +314,11 @@ class FixedLengthIterator(_FixedOptions, DatasetIterator[bytes]):
             or (offset - self.header_bytes) % self.record_bytes
         ):
             raise StateError(f"state offset {offset!r} is not at a record boundary")
+        index = state_int(state, "index", "fixed")
+        skipped = state_int({"skipped": 0, **state}, "skipped", "fixed")
         self.close()
-        self._file, self._offset, self._index = file, offset, state["index"]
-        self.skipped = state.get("skipped", 0)
+        self._file, self._offset, self._index = file, offset, index
+        self.skipped = skipped
 
     def _close_file(self) -> None:
         if self._f is not None:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from feedline._internal.signature import takes_arguments_of
+from feedline._internal.state import state_int
 from feedline._internal.validate import check_bool, non_negative_int, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError, DecodeError
@@ -302,7 +303,8 @@ class TextLineReader(DatasetIterator[Any]):
         check_state(state, "text", ("offset", "line"))
         if self._closed:
             raise ValueError(f"{self.path}: set_state on a closed TextLineReader")
-        offset = int(state["offset"])
+        offset = state_int(state, "offset", "text")
+        state_int(state, "line", "text")
         self._parked = None
         if self._file is not None and self._lines:  # a line still in the buffer: no I/O
             k = int(np.searchsorted(self._starts, offset))

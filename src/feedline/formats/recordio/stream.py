@@ -10,6 +10,7 @@ from typing import IO, Any
 
 from feedline._internal.on_error import check_on_error, report
 from feedline._internal.reading import read_full
+from feedline._internal.state import state_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError
 from feedline.storage.cache import with_cache
@@ -513,8 +514,11 @@ class RecordIOReader(DatasetIterator[bytes]):
 
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "recordio", ("offset", "index"))
-        self.seek(state["offset"], index=state["index"])
-        self._scan.skipped = state.get("skipped", 0)
+        offset = state_int(state, "offset", "recordio")
+        index = state_int(state, "index", "recordio")
+        skipped = state_int({"skipped": 0, **state}, "skipped", "recordio")
+        self.seek(offset, index=index)
+        self._scan.skipped = skipped
 
     def close(self) -> None:
         self._closed = True

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from feedline._internal.on_error import check_on_error, report
+from feedline._internal.state import state_int
 from feedline._internal.validate import check_bool, non_negative_int, positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import CorruptRecordError
@@ -626,14 +627,20 @@ class TFRecordReader(DatasetIterator[bytes]):
 
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "tfrecord", ("offset", "index"))
+        offset = state_int(state, "offset", "tfrecord")
+        index = state_int(state, "index", "tfrecord")
+        skipped = state_int({"skipped": 0, **state}, "skipped", "tfrecord")
+        skipped_bytes = state_int({"skipped_bytes": 0, **state}, "skipped_bytes", "tfrecord")
         self._parked = None
         self._wanted = None
         src = self._source()
-        src.seek(int(state["offset"]))
+        if src.size is not None and offset > src.size:  # a position past the end of the file
+            state_int(state, "offset", "tfrecord", high=src.size)
+        src.seek(offset)
         self._records, self._i = [], 0
-        self._chunk_index = int(state["index"])
-        self._skipped = int(state.get("skipped", 0))
-        self._skipped_bytes = int(state.get("skipped_bytes", 0))
+        self._chunk_index = index
+        self._skipped = skipped
+        self._skipped_bytes = skipped_bytes
 
     def close(self) -> None:
         self._closed = True
