@@ -170,7 +170,10 @@ def test_a_split_for_another_world_size_is_refused():
 
     with pytest.raises(ValueError, match=r"already split into 4 parts by shard\(0/4\), but this "
                                          r"job has 2 ranks: remove that split \(the DataProvider"):
-        DataProvider(Dataset.range(8).shard(0, 4))._split(Dataset.range(8).shard(0, 4), 0, 2, 4)
+        DataProvider(Dataset.range(8))._split(Dataset.range(8).shard(0, 4), 0, 2, 4)
+    # one split of the job's world size is read as it is, and joined (counts may differ)
+    part = Dataset.range(7).shard(1, 2, policy="none")
+    assert DataProvider(part)._split(part, 1, 2, 4) == (part, False)
 
 
 def test_a_file_list_shorter_than_the_parts_is_split_by_record():

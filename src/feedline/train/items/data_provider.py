@@ -50,7 +50,8 @@ reads its own part of the data, split exactly once:
 
 * data already split by rank (a :func:`feedline.split` part, a ``shard``: see
   :func:`~feedline.dataset.shard.find_rank_split`) is read as it is — split into as many
-  parts as the job has ranks, else a ``ValueError`` says what to remove;
+  parts as the job has ranks, else a ``ValueError`` says what to remove — and joined
+  (below), since such parts may differ in length;
 * a random-access dataset is split before batching by
   :func:`~feedline.train.distributed.split_dataset` (``split_mode``, ``remainder``):
   every rank runs the same number of batches;
@@ -397,8 +398,8 @@ class DataProvider(RunnerItem):
         world = getattr(context, "world_size", 1)
         self.rank_join = None
         if world > 1 and self.shard:
-            ds = self._split(ds, context.rank, world, batch_size)
-            if not isinstance(ds, RandomAccessDataset) and self.remainder != "keep":
+            ds, equal = self._split(ds, context.rank, world, batch_size)
+            if not equal and self.remainder != "keep":
                 self.rank_join = RankJoin("pad" if self.remainder == "pad" else "drop_remainder",
                                           samples=_batch_samples)
         per_pass = None
@@ -428,8 +429,10 @@ class DataProvider(RunnerItem):
         context.batches_per_pass = per_pass
         next_callback(context)
 
-    def _split(self, ds: Dataset, rank: int, world: int, batch_size: int | None) -> Dataset:
-        """This rank's part of ``ds``, split once (see "Data parallel" above)."""
+    def _split(self, ds: Dataset, rank: int, world: int, batch_size: int | None
+               ) -> tuple[Dataset, bool]:
+        """This rank's part of ``ds``, split once (see "Data parallel" above), and whether
+        every rank's part has the same number of batches by construction."""
         found = find_rank_split(ds)
         if found is not None:
             if found.rank_split[1] != world:
@@ -439,18 +442,19 @@ class DataProvider(RunnerItem):
                     "DataProvider splits by rank itself), split by the job's world size, or "
                     "pass shard=False"
                 )
-            return ds
+            return ds, False
         if not isinstance(ds, RandomAccessDataset):
             from feedline.pytorch.dataset import split_pipeline
 
-            return split_pipeline(ds, rank, world)
+            return split_pipeline(ds, rank, world), False
         if batch_size is None:
             raise ValueError(
                 "data-parallel training splits samples across ranks: give `batch_size` "
                 "(per rank) and data that yields samples, or pass shard=False with data "
                 "already split per rank"
             )
-        return split_dataset(ds, rank, world, mode=self.split_mode, remainder=self.remainder)
+        part = split_dataset(ds, rank, world, mode=self.split_mode, remainder=self.remainder)
+        return part, True
 
     # ------------------------------------------------------------------ hooks
     def on_pass_begin(self, next_callback: Any) -> None:
