@@ -37,6 +37,7 @@ the process group lives, also with ``num_workers > 0``); the
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,10 @@ else:
     torch = require("torch", extra="torch")
 
 POLICIES = ("pad", "drop_remainder")
+
+# The last all-reduced tensors, kept alive from Python: gloo's worker thread must never
+# hold the last reference (see feedline.train.distributed.leave_group).
+_RECENT_TENSORS: collections.deque = collections.deque(maxlen=8)
 
 #: what :meth:`RankJoin.step` is given when this rank's part has ended
 END: Any = type("End", (), {"__repr__": lambda self: "<end>"})()
@@ -124,6 +129,7 @@ class RankJoin:
         if dist.get_backend(self.group) == "nccl":
             device = torch.device("cuda", torch.cuda.current_device())
         t = torch.tensor([int(have), int(stuck)], dtype=torch.int64, device=device)
+        _RECENT_TENSORS.append(t)
         dist.all_reduce(t, op=dist.ReduceOp.SUM, group=self.group)
         return int(t[0]), int(t[1])
 
