@@ -136,5 +136,10 @@ def test_the_context_is_still_an_open_namespace():
     ctx.cost = 1.5
     del ctx.cost
     assert not hasattr(ctx, "cost")
+    import copy
+    import pickle
+
+    for twin in (pickle.loads(pickle.dumps(ctx)), copy.deepcopy(ctx)):
+        assert repr(twin) == repr(ctx) and twin.anything == [1] and not hasattr(twin, "cost")
     # declared fields keep the names the items always used
     assert {"batch_size", "inputs", "batches_per_pass", "samples_seen", "world_size"} <= set(FIELDS)

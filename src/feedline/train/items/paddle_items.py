@@ -107,7 +107,10 @@ class CreateGradientMachine(CreateModel):
 
 class BasicLocalParameterUpdater(LocalUpdater):
     """PaddlePaddle's name for :class:`~feedline.train.items.LocalUpdater`; ``network``
-    (optional) is checked to be the one the runner trains.
+    (optional) is checked to be the one the runner trains. It also answers to the module
+    wiki's ParameterUpdater calls: ``startPass()``, ``startBatch(batch_size)`` (returns
+    the :class:`~feedline.train.items.PassType`), ``update(param)``,
+    ``finishBatch(cost)``, ``finishPass()``.
 
     >>> import numpy as np, torch
     >>> from feedline import data_type
@@ -121,6 +124,17 @@ class BasicLocalParameterUpdater(LocalUpdater):
     >>> with Runner([CreateGradientMachine(net), BasicLocalParameterUpdater(net)]) as runner:
     ...     type(runner.context.optimizer).__name__
     'SGD'
+    >>> with Runner([CreateGradientMachine(net, seed=0), BasicLocalParameterUpdater(net)]) as runner:
+    ...     updater, model = runner.context.updater, runner.context.module
+    ...     updater.startPass()
+    ...     pass_type = updater.startBatch(4)
+    ...     cost = model(torch.ones(4, 2)).pow(2).mean()
+    ...     cost.backward()
+    ...     for param in model.parameters():        # the wiki's loop over the parameters
+    ...         updater.update(param)
+    ...     updater.finishBatch(cost.item()); updater.finishPass()
+    >>> pass_type, updater.num_updates, updater.batch_size, updater.last_cost == cost.item()
+    (<PassType.TRAIN: 'train'>, 1, 4, True)
     >>> other = network(inputs={"x": data_type.dense_vector(2)}, cost=None)(torch.nn.Linear(2, 1))
     >>> with Runner([CreateGradientMachine(net), BasicLocalParameterUpdater(other)]) as runner:
     ...     pass
