@@ -105,6 +105,19 @@ def pipeline(backend: str, fn=decode_augment, **kw) -> Dataset:
     return src.map(fn, num_workers=2, backend=backend, seed=5, **kw).batch(BATCH)
 
 
+def decode_digest(record: bytes) -> str:
+    import simplejpeg
+
+    return hashlib.sha256(simplejpeg.decode_jpeg(record).tobytes()).hexdigest()[:16]
+
+
+def ranked(rank: int, world: int) -> Dataset:
+    """Rank ``rank`` of ``world``: a shard iterated by a stage before the Ray map, so its
+    state is the global position and resumes on another world size."""
+    src = Dataset.from_random_access(Records(*CORPUS)).global_shuffle(seed=1)
+    return src.shard(rank, world).prefetch(2).map(decode_digest, num_workers=2, backend="ray")
+
+
 def digest(batch: list) -> str:
     return hashlib.sha256(np.stack(batch).tobytes()).hexdigest()[:16]
 
@@ -127,11 +140,12 @@ def trainer(argv: list[str]) -> None:
     mode = argv[0]
     global CORPUS
     CORPUS = (argv[-2], argv[-1])
-    if mode == "resume":
+    if mode in ("resume", "resume1"):
         with open(argv[1]) as f:
             state = json.load(f)
-        ds = pipeline("ray")
-        print(json.dumps(digests(ds.iterator(state))), flush=True)
+        ds = pipeline("ray") if mode == "resume" else ranked(0, 1)
+        out = digests(ds.iterator(state)) if mode == "resume" else list(ds.iterator(state))
+        print(json.dumps(out), flush=True)
         return
     ds = pipeline("ray", very_slow, timeout=float(argv[1]))
     t0 = time.monotonic()
@@ -167,6 +181,9 @@ def main(workdir: str, out: str) -> None:
         results["ray_epoch2"] = digests(ray_ds)
         results["process_epoch2"] = digests(_two_epochs_second("process"))
 
+        # 1b. feedline's formats as Ray Data datasources read what feedline and the peers wrote
+        results["datasources"] = datasources(workdir)
+
         # 2. state saved mid-epoch, resumed in a new process
         it = pipeline("ray").iterator()
         results["before_save"] = digests(it, limit=5)
@@ -179,6 +196,26 @@ def main(workdir: str, out: str) -> None:
             capture_output=True, text=True, timeout=180)
         results["resumed"] = json.loads(resumed.stdout.strip().splitlines()[-1]) \
             if resumed.returncode == 0 else resumed.stderr[-3000:]
+
+        # 2b. two trainer ranks save mid-epoch; one new process resumes rank 0's state
+        results["all_items"] = sorted(decode_digest(Records(*CORPUS)[i]) for i in range(N_IMAGES))
+        seen: list = []
+        for rank in range(2):
+            it = ranked(rank, 2).iterator()
+            seen += [next(it) for _ in range(9)]
+            if rank == 0:
+                with open(state_path, "w") as f:
+                    json.dump(it.get_state(), f)
+            it.close()
+        resumed = subprocess.run(
+            [sys.executable, __file__, "--trainer", "resume1", state_path, *CORPUS],
+            capture_output=True, text=True, timeout=180)
+        results["ranks_before"] = seen
+        results["ranks_resumed"] = json.loads(resumed.stdout.strip().splitlines()[-1]) \
+            if resumed.returncode == 0 else resumed.stderr[-3000:]
+
+        # 2c. pack --ray: the same bytes as a local pack
+        results["pack"] = pack_both(workdir)
 
         # 3. an exception in fn: at its position, not retried
         got: list = []
@@ -226,6 +263,88 @@ def main(workdir: str, out: str) -> None:
             cluster.stop()
         with open(out, "w") as f:
             json.dump(results, f)
+
+
+def pack_both(workdir: str) -> dict:
+    """``feedline pack`` of one image folder locally and with ``--ray``: per output file,
+    whether the bytes are equal."""
+    from PIL import Image
+
+    photos = os.path.join(workdir, "photos")
+    rng = np.random.default_rng(3)
+    for label in ("cat", "dog"):
+        os.makedirs(os.path.join(photos, label))
+        for j in range(6):
+            Image.fromarray(rng.integers(0, 255, (20 + j, 30, 3), dtype=np.uint8)).save(
+                os.path.join(photos, label, f"{j}.png"))
+    outs = {}
+    for mode in ("local", "ray"):
+        out = os.path.join(workdir, f"packed-{mode}", "train")
+        cmd = [sys.executable, "-m", "feedline", "pack", photos, out, "--num-shards", "2",
+               "--resize", "16", "--shuffle", "--quiet", "--num-workers", "2"]
+        done = subprocess.run(cmd + (["--ray"] if mode == "ray" else []), capture_output=True,
+                              text=True, timeout=180)
+        if done.returncode != 0:
+            return {mode: done.stderr[-2000:]}
+        outs[mode] = os.path.dirname(out)
+    names = sorted(os.listdir(outs["local"]))
+    return {name: open(os.path.join(outs["local"], name), "rb").read()
+            == open(os.path.join(outs["ray"], name), "rb").read()
+            for name in names} | {"names": names == sorted(os.listdir(outs["ray"]))}
+
+
+def datasources(workdir: str) -> dict:
+    """For each datasource: whether the rows Ray Data read equal feedline's own read."""
+    import feedline.ray as fr
+    from feedline.formats import parquet, recordio, tfrecord, webdataset
+    from feedline.formats.example import decode_example
+
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+    checks: dict = {}
+    for name in ("mxnet/raw.rec", "mxnet/images.rec"):
+        path = os.path.join(data, name)
+        rows = fr.read_recordio(path).take_all()
+        checks[name] = [r["record"] for r in rows] == list(recordio.read(path))
+    images = fr.read_recordio(os.path.join(data, "mxnet/images.rec"), images=True).take_all()
+    checks["images"] = [r["image"] for r in images] == [
+        recordio.unpack(r)[1] for r in recordio.read(os.path.join(data, "mxnet/images.rec"))]
+    for name in ("tensorflow/raw.tfrecord", "tensorflow/raw.gz.tfrecord"):
+        path = os.path.join(data, name)
+        rows = fr.read_tfrecord(path).take_all()
+        checks[name] = [r["record"] for r in rows] == list(tfrecord.read(path))
+    path = os.path.join(data, "tensorflow/examples.tfrecord")
+    parsed = fr.read_tfrecord(path, parse_examples=True).take_all()
+    want = [decode_example(r) for r in tfrecord.read(path)]
+    checks["examples"] = len(parsed) == len(want) and all(
+        _same(row.get(k), v) for row, ex in zip(parsed, want) for k, v in ex.items())
+    tar = os.path.join(workdir, "shard-000000.tar")
+    with webdataset.TarWriter(tar) as w:
+        for i in range(5):
+            w.write({"__key__": f"s{i}", "txt": f"text {i}".encode(), "cls": str(i).encode()})
+    rows = sorted(fr.read_webdataset(tar).take_all(), key=lambda r: r["__key__"])
+    checks["webdataset"] = [(r["__key__"], r["txt"]) for r in rows] == [
+        (f"s{i}", f"text {i}".encode()) for i in range(5)]
+    pq = os.path.join(workdir, "t.parquet")
+    parquet.write_parquet([{"a": i, "b": f"x{i}"} for i in range(7)], pq)
+    rows = fr.read_parquet(pq).take_all()
+    checks["parquet"] = [(r["a"], r["b"]) for r in rows] == [(i, f"x{i}") for i in range(7)]
+    ds = fr.from_ray(fr.read_recordio(os.path.join(data, "mxnet/raw.rec")))
+    it = ds.iterator()
+    first = [next(it)["record"] for _ in range(3)]
+    state = it.get_state()
+    it.close()
+    rest = [r["record"] for r in ds.iterator(state)]
+    checks["from_ray"] = first + rest == list(recordio.read(os.path.join(data, "mxnet/raw.rec")))
+    return checks
+
+
+def _same(got, want) -> bool:
+    if want is None:
+        return got is None
+    want = want.tolist() if hasattr(want, "tolist") else list(want)
+    got = list(got) if got is not None else None
+    return got is not None and len(got) == len(want) and all(
+        (g == w) or (g != g and w != w) for g, w in zip(got, want))
 
 
 def _two_epochs_second(backend: str) -> Dataset:

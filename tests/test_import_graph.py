@@ -44,7 +44,7 @@ LAYERS = [
     ("feedline.io",),
     ("feedline.reader", "feedline.data_type", "feedline.feeder", "feedline.sequence",
      "feedline.pytorch", "feedline.image", "feedline.mxnet", "feedline.datasets",
-     "feedline.compat"),
+     "feedline.compat", "feedline.ray"),
     ("feedline.train",),
     ("feedline.demo",),
     ("feedline.cli", "feedline.__main__"),

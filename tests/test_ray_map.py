@@ -42,6 +42,18 @@ def test_state_resumes_in_a_new_process_exactly(report):
     assert report["resumed"] == report["ray"][5:]
 
 
+def test_two_ranks_saved_mid_epoch_resume_on_one_rank_exactly_once(report):
+    got = report["ranks_before"] + report["ranks_resumed"]
+    assert sorted(got) == report["all_items"]
+
+
+def test_pack_on_ray_is_byte_identical_to_a_local_pack(report):
+    pack = report["pack"]
+    assert pack.pop("names") is True, pack
+    assert pack and all(pack.values()), pack
+    assert any(name.endswith(".rec") for name in pack) and any(n.endswith(".idx") for n in pack)
+
+
 def test_exception_in_fn_surfaces_at_its_position_and_is_not_retried(report):
     err = report["error"]
     assert err["type"] == "ArithmeticError" and err["message"] == "record 7 is cursed"
@@ -60,3 +72,8 @@ def test_cluster_stopped_under_a_pipeline_is_a_named_error(report):
     errors = [line for line in stopped["lines"] if line.startswith("error")]
     assert errors, stopped
     assert errors[0].split()[1] == "ClusterUnavailableError", stopped
+
+
+def test_datasources_read_what_feedline_and_the_peers_wrote(report):
+    checks = report["datasources"]
+    assert checks and all(checks.values()), checks

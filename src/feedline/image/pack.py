@@ -310,6 +310,7 @@ def pack_images(
     progress: bool = False,
     allow_outside_root: bool = False,
     restart_markers: bool = False,
+    backend: str = "process",
 ) -> PackResult:
     """Pack images into ``num_shards`` RecordIO or TFRecord files (see the module docstring).
 
@@ -333,7 +334,13 @@ def pack_images(
             number of labels), not only the first.
         shuffle: write records in a random order drawn from ``seed``.
         seed: the seed of that order.
-        num_workers: processes that read and encode images (1: in this process).
+        num_workers: processes that read and encode images (1: in this process); with
+            ``backend="ray"``, Ray tasks in flight at once.
+        backend: ``"process"`` (default) or ``"ray"``: the images are read and encoded
+            by Ray tasks on the cluster ``ray.init()``/``RAY_ADDRESS`` names (a
+            ``map(..., backend="ray")`` stage; the images must be on a file system every
+            node sees) and written here, in order, through the same all-or-nothing
+            shard set: the files are byte-identical to a local pack.
         exts: file name endings taken as images in a folder source.
         on_error: ``"raise"`` (default): a missing or undecodable image stops the run
             (nothing is written); ``"skip"``: leave it out and list it in
@@ -382,6 +389,7 @@ def pack_images(
     color = one_of("color", color, ("rgb", "gray"))
     non_negative_int("seed", seed)
     positive_int("num_workers", num_workers)
+    backend = one_of("backend", backend, ("process", "ray"))
     on_error = one_of("on_error", on_error, ("raise", "skip", "warn"))
     check_bool("restart_markers", restart_markers)
     if pass_through and (resize or center_crop or color != "rgb"):
@@ -436,7 +444,7 @@ def pack_images(
     bar = _Progress(len(order), progress)
     skipped: list[tuple[int, str, str]] = []
     written = 0
-    results = _results(order, config, num_workers)
+    results = _results(order, config, num_workers, backend)
     with ShardedWriter(prefix, num_shards, format=format, suffix=suffix) as writer, closing(results):
         for item, payload, height, width, channels, fmt in results:
             if payload is None:
@@ -479,7 +487,29 @@ def _require_restart_markers() -> None:
     require_region_decoding("`restart_markers` (--restart-markers)")
 
 
-def _results(order: list[ListItem], config: _Config, num_workers: int) -> Generator[tuple, None, None]:
+class _ConfiguredWork:
+    """:func:`_work` with ``config`` installed first (a picklable mapper for Ray tasks)."""
+
+    def __init__(self, config: _Config) -> None:
+        self.config = config
+
+    def __call__(self, item: ListItem) -> tuple[ListItem, bytes | None, int, int, int, str]:
+        _init_worker(self.config)
+        return _work(item)
+
+
+def _results(order: list[ListItem], config: _Config, num_workers: int,
+             backend: str = "process") -> Generator[tuple, None, None]:
+    if backend == "ray":
+        from feedline.dataset.base import Dataset
+
+        ds = Dataset.from_iterable(order).map(_ConfiguredWork(config), num_workers=num_workers,
+                                              backend="ray", name="pack")
+        try:
+            yield from ds
+        finally:
+            ds.close()
+        return
     if num_workers == 1 or len(order) < 2:
         _init_worker(config)
         try:

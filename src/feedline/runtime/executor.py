@@ -61,7 +61,7 @@ from feedline.exceptions import PipelineError
 from feedline.runtime.seeding import begin_item, item_seed
 
 __all__ = ["OK", "ERROR", "CANCELLED", "END", "EndOfInput", "Executor", "run_chunk",
-           "ThreadExecutor"]
+           "Slot", "SlotExecutor", "ThreadExecutor"]
 
 #: Entry status codes of a chunk's reply (``END``: the source's data ended before the
 #: position; see :class:`EndOfInput`).
@@ -158,18 +158,61 @@ def run_chunk(
     return out
 
 
-class _Slot:
+class Slot:
+    """What every executor keeps per slot: its unanswered chunks and its seed key."""
+
     def __init__(self, index: int) -> None:
         self.index = index
-        self.tasks: deque[tuple] = deque()
-        self.results: deque[tuple[list, float]] = deque()
         self.outstanding: deque[list[int]] = deque()
         self.seed_key: tuple[int, int] | None = None
+
+
+class SlotExecutor:
+    """The bookkeeping of slots shared by the executors that keep it in this process
+    (:class:`ThreadExecutor`, :class:`~feedline.runtime.ray_executor.RayExecutor`);
+    subclasses make their slots in :meth:`_new_slot`."""
+
+    depth = 2
+    _slots: list
+
+    @property
+    def size(self) -> int:
+        return len(self._slots)
+
+    @property
+    def pids(self) -> list[int]:
+        return []
+
+    def add_workers(self, count: int) -> None:
+        for _ in range(count):
+            self._slots.append(self._new_slot(len(self._slots)))
+
+    def _new_slot(self, index: int) -> Slot:
+        return Slot(index)
+
+    def outstanding(self, worker: int) -> deque[list[int]]:
+        return self._slots[worker].outstanding
+
+    def reseed(self, worker: int, seed: Any) -> None:
+        self._slots[worker].seed_key = seed
+
+    def _check_room(self, worker: int) -> Any:
+        slot = self._slots[worker]
+        if len(slot.outstanding) >= self.depth:
+            raise PipelineError(f"worker {worker} already has {self.depth} chunks outstanding")
+        return slot
+
+
+class _ThreadSlot(Slot):
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.tasks: deque[tuple] = deque()
+        self.results: deque[tuple[list, float]] = deque()
         self.progress: tuple[int, float] | None = None
         self.thread: threading.Thread | None = None
 
 
-class ThreadExecutor:
+class ThreadExecutor(SlotExecutor):
     """Slots that are threads of this process (``backend="thread"``): no pickling, no
     copies; for functions that release the GIL. Exceptions come back as themselves,
     with their own traceback. Threads share ``random``/numpy/torch's global generators,
@@ -190,26 +233,17 @@ class ThreadExecutor:
         self._generation = 0
         self._stopping = False
         self._cond = threading.Condition()
-        self._slots: list[_Slot] = []
+        self._slots: list[_ThreadSlot] = []
         self.add_workers(workers)
 
-    @property
-    def size(self) -> int:
-        return len(self._slots)
+    def _new_slot(self, index: int) -> _ThreadSlot:
+        slot = _ThreadSlot(index)
+        slot.thread = threading.Thread(target=self._run, args=(slot,), daemon=True,
+                                       name=f"feedline-{self.stage}-{index}")
+        slot.thread.start()
+        return slot
 
-    @property
-    def pids(self) -> list[int]:
-        return []
-
-    def add_workers(self, count: int) -> None:
-        for _ in range(count):
-            slot = _Slot(len(self._slots))
-            slot.thread = threading.Thread(target=self._run, args=(slot,), daemon=True,
-                                           name=f"feedline-{self.stage}-{slot.index}")
-            self._slots.append(slot)
-            slot.thread.start()
-
-    def _run(self, slot: _Slot) -> None:
+    def _run(self, slot: _ThreadSlot) -> None:
         cond = self._cond
         while True:
             with cond:
@@ -219,7 +253,7 @@ class ThreadExecutor:
                     return
                 gen, base, positions, items, seed_key = slot.tasks.popleft()
 
-            def mark(pos: int, since: float, slot: _Slot = slot) -> None:
+            def mark(pos: int, since: float, slot: _ThreadSlot = slot) -> None:
                 slot.progress = None if since == 0.0 else (pos, since)
 
             def cancelled(gen: int = gen) -> bool:
@@ -235,9 +269,6 @@ class ThreadExecutor:
                 slot.results.append((entries, busy))
                 cond.notify_all()
 
-    def outstanding(self, worker: int) -> deque[list[int]]:
-        return self._slots[worker].outstanding
-
     def new_generation(self) -> int:
         with self._cond:
             self._generation += 1
@@ -245,17 +276,12 @@ class ThreadExecutor:
 
     cancel = new_generation
 
-    def reseed(self, worker: int, seed: Any) -> None:
-        self._slots[worker].seed_key = seed
-
     def progress(self, worker: int) -> tuple[int, float] | None:
         return self._slots[worker].progress
 
     def submit(self, worker: int, generation: int, base: int, positions: list[int],
                items: list | None) -> None:
-        slot = self._slots[worker]
-        if len(slot.outstanding) >= self.depth:
-            raise PipelineError(f"worker {worker} already has {self.depth} chunks outstanding")
+        slot = self._check_room(worker)
         with self._cond:
             slot.tasks.append((generation, base, positions, items, slot.seed_key))
             slot.outstanding.append(positions)

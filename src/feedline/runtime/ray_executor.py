@@ -60,7 +60,7 @@ from feedline.exceptions import (
     StageTimeoutError,
     WorkerDiedError,
 )
-from feedline.runtime.executor import run_chunk
+from feedline.runtime.executor import Slot, SlotExecutor, run_chunk
 from feedline.runtime.workers import pack_entries, pack_exception, unpack_entries, unpack_exception
 
 __all__ = ["RayExecutor", "check_ray_options", "cluster_cpus", "require_ray"]
@@ -126,16 +126,15 @@ def _run_task(token: str, box: list, seed_key: Any, base: int, positions: list[i
     return pack_entries(entries), time.perf_counter() - t0
 
 
-class _Slot:
-    def __init__(self) -> None:
-        self.outstanding: deque[list[int]] = deque()
+class _RaySlot(Slot):
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
         self.refs: deque[Any] = deque()
         self.sent: deque[float] = deque()
         self.head_since = 0.0  # when the oldest chunk became the oldest
-        self.seed_key: Any = None
 
 
-class RayExecutor:
+class RayExecutor(SlotExecutor):
     """Slots whose chunks run as Ray tasks; see the module docstring."""
 
     keep_when_idle = True
@@ -162,22 +161,11 @@ class RayExecutor:
         self._task = ray.remote(_run_task).options(
             num_cpus=num_cpus, resources=dict(resources or {}), max_retries=max_retries,
             retry_exceptions=False, name=f"feedline:{stage}")
-        self._slots: list[_Slot] = []
+        self._slots: list[_RaySlot] = []
         self.add_workers(workers)
 
-    @property
-    def size(self) -> int:
-        return len(self._slots)
-
-    @property
-    def pids(self) -> list[int]:
-        return []
-
-    def add_workers(self, count: int) -> None:
-        self._slots.extend(_Slot() for _ in range(count))
-
-    def outstanding(self, worker: int) -> deque[list[int]]:
-        return self._slots[worker].outstanding
+    def _new_slot(self, index: int) -> _RaySlot:
+        return _RaySlot(index)
 
     def new_generation(self) -> int:
         """Cancel every task in flight (their results are never read) and start anew."""
@@ -195,14 +183,9 @@ class RayExecutor:
 
     cancel = new_generation
 
-    def reseed(self, worker: int, seed: Any) -> None:
-        self._slots[worker].seed_key = seed
-
     def submit(self, worker: int, generation: int, base: int, positions: list[int],
                items: list | None) -> None:
-        slot = self._slots[worker]
-        if len(slot.outstanding) >= self.depth:
-            raise PipelineError(f"worker {worker} already has {self.depth} chunks outstanding")
+        slot = self._check_room(worker)
         try:
             ref = self._task.remote(self._token, self._box, slot.seed_key, base, positions,
                                     items, worker)
