@@ -1,0 +1,45 @@
+"""backend="ray" options and the missing-Ray error, without starting Ray (the cluster
+tests are in test_ray_map.py)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from feedline import Dataset
+from feedline.runtime.ray_executor import check_ray_options
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"gpus": 1}, r"`ray_options` has unknown key\(s\) \['gpus'\]"),
+        ({"num_cpus": 0}, r"`ray_options\['num_cpus'\]` must be a positive number, got 0"),
+        ({"max_retries": -1}, r"`ray_options\['max_retries'\]` must be an int >= 0, got -1"),
+        ({"depth": 0}, r"`ray_options\['depth'\]` must be an int >= 1, got 0"),
+        ({"resources": ["prep"]}, r"`ray_options\['resources'\]` must map names to amounts"),
+    ],
+)
+def test_bad_ray_options_are_named(options, match):
+    with pytest.raises(ValueError, match=match):
+        check_ray_options(options)
+    with pytest.raises(ValueError, match=match):
+        Dataset.range(3).map(abs, num_workers=2, backend="ray", ray_options=options)
+
+
+def test_ray_options_need_the_ray_backend():
+    for backend in ("process", "thread"):
+        with pytest.raises(ValueError, match="`ray_options` needs backend='ray'"):
+            Dataset.range(3).map(abs, num_workers=2, backend=backend, ray_options={"num_cpus": 1})
+
+
+def test_without_ray_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    ds = Dataset.range(3).map(abs, num_workers=2, backend="ray")
+    with pytest.raises(ImportError, match=r"pip install 'feedline\[ray\]'"):
+        ds.to_list()
+    import feedline.ray as fr
+
+    with pytest.raises(ImportError, match=r"pip install 'feedline\[ray\]'"):
+        fr.read_recordio("x.rec")
