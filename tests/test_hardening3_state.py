@@ -66,6 +66,32 @@ def test_fingerprint_follows_module_globals_a_function_reads(monkeypatch):
     assert pipeline_fingerprint(Dataset.range(3).map(_scaled)) != before
 
 
+def test_fingerprint_is_the_same_in_every_process():
+    """A cache is read by later processes: string hashing (set order) must not enter."""
+    code = textwrap.dedent("""
+        import functools, logging
+        import numpy as np
+        from feedline import Dataset
+        from feedline.dataset.cache import pipeline_fingerprint
+        TABLE = {"a": {"x", "y", "z"}, "b": frozenset("pqrs")}
+        LOG = logging.getLogger("t")
+        def f(x, k):
+            LOG.debug("f")
+            return x * k + len(TABLE["a"])
+        ds = (Dataset.from_iterable([{"s", "t", "u"}, np.arange(3)])
+              .map(functools.partial(f, k=2)).map(lambda y: {1, "v", "w"} | {y}))
+        print(pipeline_fingerprint(ds))
+    """)
+    seen = set()
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        seen.add(done.stdout.strip())
+    assert len(seen) == 1
+
+
 def test_a_changed_numpy_source_never_replays_the_old_cache(tmp_path):
     data = np.arange(6)
     assert Dataset.from_arrays(data).cache(tmp_path).to_list() == list(range(6))

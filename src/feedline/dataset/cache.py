@@ -20,7 +20,8 @@ replayed, not redrawn, so shuffle after it.
   every stage's type, name and options, all of each value and never a sample of it —
   numpy arrays by their dtype, shape and bytes, lists, tuples, sets and dicts of any
   length item by item, numbers exactly, paths; functions by their bytecode, constants,
-  defaults, closure cells and the module globals they read; ``functools.partial`` by its
+  defaults, closure cells and the module globals they read (data, functions, classes
+  and modules; another object there, such as a logger, by its type); ``functools.partial`` by its
   function and arguments; bound methods by their function and object; other objects by
   their class and every attribute (``__dict__`` and ``__slots__``), or what pickle keeps
   of them. A changed pipeline therefore writes a new cache. A value none of these
@@ -109,6 +110,16 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _const(const: Any) -> str:
+    """A constant of compiled code, spelled the same in every process (a frozenset's
+    order follows string hashing, which changes from process to process)."""
+    if isinstance(const, frozenset):
+        return "frozenset(" + ",".join(sorted(_const(c) for c in const)) + ")"
+    if isinstance(const, tuple):
+        return "(" + ",".join(_const(c) for c in const) + ")"
+    return repr(const)
+
+
 def _code_digest(code: types.CodeType, h: Any, depth: int = 0) -> None:
     h.update(code.co_code)
     h.update(repr(code.co_names).encode())
@@ -118,7 +129,7 @@ def _code_digest(code: types.CodeType, h: Any, depth: int = 0) -> None:
                 raise _Unhashable("code nested too deeply")
             _code_digest(const, h, depth + 1)
         else:
-            h.update(repr(const).encode())
+            h.update(_const(const).encode())
 
 
 def _function(fn: types.FunctionType, depth: int, seen: set[int]) -> Any:
@@ -142,9 +153,25 @@ def _function(fn: types.FunctionType, depth: int, seen: set[int]) -> Any:
             names.update(const.co_names)
     for name in sorted(names):
         if name in fn.__globals__:
-            parts.append([name, _describe(fn.__globals__[name], depth + 1, seen)])
+            parts.append([name, _global(fn.__globals__[name], depth + 1, seen)])
     h.update(json.dumps(parts, sort_keys=True).encode())
     return ["function", f"{fn.__module__}.{fn.__qualname__}", h.hexdigest()]
+
+
+#: Module globals a function reads are described when they are data, code or a module;
+#: any other object there (a logger, a lock, a client) is named by its type only.
+_GLOBAL_KINDS = (type(None), bool, int, float, str, bytes, range, os.PathLike, np.ndarray,
+                 np.generic, list, tuple, dict, set, frozenset, type, types.ModuleType,
+                 types.FunctionType, functools.partial)
+
+
+def _global(value: Any, depth: int, seen: set[int]) -> Any:
+    if isinstance(value, _GLOBAL_KINDS):
+        try:
+            return _describe(value, depth, seen)
+        except _Unhashable:
+            pass
+    return ["global object", f"{type(value).__module__}.{type(value).__qualname__}"]
 
 
 def _state_of(value: Any) -> dict[str, Any] | None:
