@@ -305,7 +305,7 @@ def test_damaged_row_group_names_file_and_row_group(tmp_path):
     path.write_bytes(bytes(data))
     ds = read_batches(str(path), batch_size=50)
     assert ds[0]["x"].tolist() == list(range(50))
-    with pytest.raises(CorruptRecordError, match=r"d\.parquet: row group 1 does not decode"):
+    with pytest.raises(CorruptRecordError, match=r"d\.parquet: record 1: row group 1 does not decode"):
         ds[1]
 
 

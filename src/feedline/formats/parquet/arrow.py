@@ -26,9 +26,26 @@ Damage: a file that is not Parquet or Arrow, or whose footer or stream cannot be
 (a truncated download), raises :class:`~feedline.exceptions.CorruptRecordError` naming
 the file when it is opened; with ``on_error="skip"`` or ``"warn"`` the file is left out
 instead and listed in :attr:`TableFiles.skipped`. A row group that fails to decode
-raises ``CorruptRecordError`` naming the file and the row group (``read_fragments``
-can skip and count it instead; rows and fixed-size batches cannot, since their count
-is fixed when the files are opened).
+raises ``CorruptRecordError`` naming the file, the row group or record batch (as the
+record) and its byte offset where the format gives one (``read_fragments`` can skip and
+count it instead; rows and fixed-size batches cannot, since their count is fixed when
+the files are opened).
+
+Every fragment is validated before anything looks at its values
+(``RecordBatch.validate(full=True)``: offsets, lengths, UTF-8, dictionary indices
+inside their buffers), so one flipped byte of a memory-mapped Arrow file is a
+``CorruptRecordError``, never a crashed process. Each reader has one error boundary
+(:func:`damage_as`): whatever pyarrow or the conversion to numpy raises about the
+bytes (``ArrowInvalid``, ``ArrowIndexError``, pyarrow's ``OSError`` for a bad
+flatbuffer, ``UnicodeDecodeError``, ``MemoryError`` for an impossible size) becomes a
+feedline error naming file, record and offset, under every ``on_error``; a missing or
+unreadable file (``FileNotFoundError``, ``PermissionError``) stays what it is.
+
+A Parquet row group of more than ``max_fragment_rows`` rows (default 1,048,576, pyarrow's
+default row group size) is read as several fragments of at most that many rows each,
+decoded in bounded slices, so a small file holding one 50-million-row group never costs
+the memory of the whole group to read one row; reading the slices in order decodes
+each once.
 
 >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
 >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
@@ -45,16 +62,23 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from feedline._internal.on_error import check_on_error, report
 from feedline._internal.optional import require
 from feedline._internal.validate import one_of, positive_int
-from feedline.exceptions import CorruptRecordError, MissingFeatureError, RemoteReadError
+from feedline.exceptions import (
+    CorruptRecordError,
+    DataError,
+    DecodeError,
+    FeedlineError,
+    MissingFeatureError,
+)
 from feedline.storage.fs import is_remote, open_file, open_ranged, strip_file_scheme
 
-__all__ = ["TableFiles", "detect_table_format", "FORMATS"]
+__all__ = ["TableFiles", "detect_table_format", "damage_as", "FORMATS", "MAX_FRAGMENT_ROWS"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +88,51 @@ FORMATS = ("auto", "parquet", "arrow")
 
 def _pa() -> Any:
     return require("pyarrow", extra="parquet")
+
+
+#: the default of ``max_fragment_rows``: larger Parquet row groups are read in slices
+MAX_FRAGMENT_ROWS = 1 << 20
+
+
+def _data_errors() -> tuple[type[BaseException], ...]:
+    """What the bytes of a file make pyarrow or numpy raise (pyarrow raises a plain
+    ``OSError`` without ``errno`` for bytes it cannot parse, e.g. a bad flatbuffer or
+    thrift header; one with ``errno`` is the file system's)."""
+    return (_pa().ArrowException, OSError, ValueError, IndexError, KeyError, TypeError,
+            OverflowError, MemoryError, EOFError, UnicodeError)
+
+
+@contextmanager
+def damage_as(path: str, what: str, *, index: int | None = None, offset: int | None = None,
+              error: type[DataError] = CorruptRecordError) -> Iterator[None]:
+    """The error boundary of a table reader: inside it, an exception about the data
+    (pyarrow's own, its ``OSError`` without ``errno``, ``ValueError``,
+    ``UnicodeDecodeError``, ``MemoryError``, ...) is
+    raised again as ``error`` (a :class:`~feedline.exceptions.CorruptRecordError` by
+    default) ``"<what>: <exception>"`` naming ``path``, ``index`` and ``offset``, from
+    the original; feedline's own errors and the file system's (``FileNotFoundError``)
+    pass unchanged.
+
+    >>> with damage_as("t.parquet", "row group 2 does not decode", index=2, offset=4):
+    ...     raise ValueError("Offset invariant failure: 7 > 3")
+    Traceback (most recent call last):
+    ...
+    feedline.exceptions.CorruptRecordError: t.parquet: record 2 at byte 4: row group 2 does not decode: ValueError: Offset invariant failure: 7 > 3
+    """
+    try:
+        yield
+    except FeedlineError:
+        raise
+    except _data_errors() as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise  # a missing or unreadable file, not damaged bytes
+        text = str(exc)
+        if len(text) > 300:
+            text = text[:300] + "..."
+        if isinstance(exc, MemoryError):
+            text = f"{text} (a size in the file is damaged, or the data is too large to hold)"
+        raise error(f"{what}: {type(exc).__name__}: {text}", path=path, index=index,
+                    offset=offset) from exc
 
 
 def detect_table_format(head: bytes) -> str | None:
@@ -87,8 +156,11 @@ def detect_table_format(head: bytes) -> str | None:
 class _Handle:
     """One opened file: how to read its fragments."""
 
-    def __init__(self, kind: str, source: Any, reader: Any, batches: Any) -> None:
+    def __init__(self, kind: str, source: Any, reader: Any, batches: Any,
+                 offsets: list[int] | None = None) -> None:
         self.kind, self.source, self.reader, self.batches = kind, source, reader, batches
+        self.offsets = offsets  # byte offset of each record batch (a stream's)
+        self.cursor: list | None = None  # a sliced row group read in order (see _slice)
 
     def close(self) -> None:
         closer = getattr(self.source, "close", None)
@@ -108,12 +180,14 @@ class TableFiles:
     fragment until it holds at least this many rows (the last fragment of a file may
     hold fewer); fewer, larger fragments read faster in order — the record batches of
     ``save_to_disk`` hold 1,000 rows — but cost more per random access. Parquet row
-    groups are never joined.
+    groups are never joined. ``max_fragment_rows``: a Parquet row group of more rows is
+    cut into fragments of at most this many (see the module docstring).
 
     Attributes: ``paths`` (the files kept), ``fragment_rows`` (rows per fragment, all
     files in order), ``fragment_file`` (the file index of each fragment),
     ``fragment_local`` and ``fragment_span`` (its first row group / record batch in that
-    file, and how many record batches it joins), ``starts``
+    file, and how many record batches it joins), ``fragment_row`` (its first row inside
+    that row group: non-zero for the later slices of a large one), ``starts``
     (first row of each fragment, plus the total at the end), ``num_rows``, ``schema``
     (the selected columns' ``pyarrow.Schema``), ``column_names``, ``skipped`` (list of
     ``(path, message)`` for files left out under ``on_error``).
@@ -139,10 +213,12 @@ class TableFiles:
 
     def __init__(self, paths: Sequence[str | os.PathLike], *, columns: Sequence[str] | None = None,
                  format: str = "auto", on_error: str = "raise", min_fragment_rows: int = 1,
-                 storage_options: dict | None = None) -> None:
+                 storage_options: dict | None = None,
+                 max_fragment_rows: int = MAX_FRAGMENT_ROWS) -> None:
         _pa()
         one_of("format", format, FORMATS)
         self.min_fragment_rows = positive_int("min_fragment_rows", min_fragment_rows)
+        self.max_fragment_rows = positive_int("max_fragment_rows", max_fragment_rows)
         self._on_error = check_on_error(on_error)
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
@@ -164,15 +240,19 @@ class TableFiles:
         self.fragment_file: list[int] = []
         self.fragment_local: list[int] = []
         self.fragment_span: list[int] = []
+        self.fragment_row: list[int] = []
         self.schema: Any = None
         self._lock = threading.Lock()
         self._open_order: list[int] = []
         for path in names:
+            handle = None
             try:
                 handle = self._open(path, None)
-                counts = self._counts(handle)
+                counts = self._counts(path, handle)
                 schema = self._check_schema(path, handle)
             except CorruptRecordError as exc:
+                if handle is not None:
+                    handle.close()
                 report(exc, self._on_error, stacklevel=3)
                 self.skipped.append((path, str(exc)))
                 logger.info("left out %s: %s", path, exc)
@@ -188,11 +268,12 @@ class TableFiles:
             self._kinds.append(handle.kind)
             self._handles.append(handle)
             self._note_open(file_index)
-            for local, span, n in self._group(handle.kind, counts):
+            for local, span, n, row in self._group(handle.kind, counts):
                 self.fragment_rows.append(n)
                 self.fragment_file.append(file_index)
                 self.fragment_local.append(local)
                 self.fragment_span.append(span)
+                self.fragment_row.append(row)
         if self.schema is None:
             raise CorruptRecordError(
                 f"none of the {len(names)} files could be read: {self.skipped[0][1]}",
@@ -244,43 +325,58 @@ class TableFiles:
 
     def _reader(self, path: str, kind: str, source: Any) -> _Handle:
         pa = _pa()
-        try:
+        what = {"parquet": "Parquet", "arrow_file": "Arrow IPC file",
+                "arrow_stream": "Arrow IPC stream"}[kind]
+        with damage_as(path, f"damaged or truncated {what}"):
             if kind == "parquet":
                 pq = require("pyarrow.parquet", extra="parquet")
                 return _Handle(kind, source, pq.ParquetFile(source), None)
             if kind == "arrow_file":
                 return _Handle(kind, source, pa.ipc.open_file(source), None)
             reader = pa.ipc.open_stream(source)
-            return _Handle(kind, source, reader, list(reader))
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            if isinstance(exc, (FileNotFoundError, RemoteReadError)):
-                raise
-            what = {"parquet": "Parquet", "arrow_file": "Arrow IPC file",
-                    "arrow_stream": "Arrow IPC stream"}[kind]
-            raise CorruptRecordError(f"damaged or truncated {what}: {exc}", path=path) from exc
+            batches, offsets = [], []
+            while True:
+                at = source.tell()
+                try:
+                    batches.append(reader.read_next_batch())
+                except StopIteration:
+                    break
+                offsets.append(at)
+            return _Handle(kind, source, reader, batches, offsets)
 
-    def _counts(self, handle: _Handle) -> list[int]:
-        if handle.kind == "parquet":
-            meta = handle.reader.metadata
-            return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-        if handle.kind == "arrow_file":
-            return [handle.reader.get_batch(i).num_rows
-                    for i in range(handle.reader.num_record_batches)]
-        return [b.num_rows for b in handle.batches]
+    def _counts(self, path: str, handle: _Handle) -> list[int]:
+        with damage_as(path, "unreadable table metadata"):
+            if handle.kind == "parquet":
+                meta = handle.reader.metadata
+                counts = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+            elif handle.kind == "arrow_file":
+                counts = [handle.reader.get_batch(i).num_rows
+                          for i in range(handle.reader.num_record_batches)]
+            else:
+                counts = [b.num_rows for b in handle.batches]
+        for i, n in enumerate(counts):
+            if n < 0:
+                raise CorruptRecordError(f"fragment {i} claims {n} rows", path=path, index=i)
+        return counts
 
-    def _group(self, kind: str, counts: list[int]) -> list[tuple[int, int, int]]:
-        """``(first record batch, number of batches, rows)`` of each fragment of a file:
-        consecutive Arrow record batches joined until ``min_fragment_rows``."""
-        if kind == "parquet" or self.min_fragment_rows <= 1:
-            return [(i, 1, n) for i, n in enumerate(counts)]
+    def _group(self, kind: str, counts: list[int]) -> list[tuple[int, int, int, int]]:
+        """``(first row group / record batch, number of batches, rows, first row)`` of
+        each fragment of a file: consecutive Arrow record batches joined until
+        ``min_fragment_rows``, Parquet row groups over ``max_fragment_rows`` cut."""
+        if kind == "parquet":
+            step = self.max_fragment_rows
+            return [(i, 1, min(step, n - row), row) for i, n in enumerate(counts)
+                    for row in (range(0, n, step) if n > step else (0,))]
+        if self.min_fragment_rows <= 1:
+            return [(i, 1, n, 0) for i, n in enumerate(counts)]
         groups, first, rows = [], 0, 0
         for i, n in enumerate(counts):
             rows += n
             if rows >= self.min_fragment_rows:
-                groups.append((first, i - first + 1, rows))
+                groups.append((first, i - first + 1, rows, 0))
                 first, rows = i + 1, 0
         if first < len(counts):
-            groups.append((first, len(counts) - first, rows))
+            groups.append((first, len(counts) - first, rows, 0))
         return groups
 
     def _check_schema(self, path: str, handle: _Handle) -> Any:
@@ -325,33 +421,77 @@ class TableFiles:
     # ------------------------------------------------------------------ reading
     def read_fragment(self, k: int) -> Any:
         """Fragment ``k`` (counted over all files) as a ``pyarrow.Table`` of the selected
-        columns; a row group that does not decode raises
-        :class:`~feedline.exceptions.CorruptRecordError` naming the file and row group."""
+        columns, validated (``validate(full=True)``) before it is returned; a fragment
+        that does not decode or validate raises
+        :class:`~feedline.exceptions.CorruptRecordError` naming the file, the row group /
+        record batch and its byte offset (where the format gives one)."""
         pa = _pa()
         file_index, local, span = self.fragment_file[k], self.fragment_local[k], self.fragment_span[k]
+        path, rows = self.paths[file_index], self.fragment_rows[k]
         with self._lock:
             handle = self._handle(file_index)  # a file gone since: FileNotFoundError
-            try:
+            unit = "row group" if handle.kind == "parquet" else "record batch"
+            offset = self._offset(handle, local)
+            with damage_as(path, f"{unit} {local} does not decode", index=local, offset=offset):
                 if handle.kind == "parquet":
-                    table = handle.reader.read_row_group(local, columns=self.columns)
+                    group_rows = handle.reader.metadata.row_group(local).num_rows
+                    if group_rows > self.max_fragment_rows:
+                        table = self._slice(handle, local, self.fragment_row[k], rows)
+                    else:
+                        table = handle.reader.read_row_group(local, columns=self.columns)
+                    table.validate(full=True)
                 else:
                     get = (handle.reader.get_batch if handle.kind == "arrow_file"
                            else handle.batches.__getitem__)
-                    table = pa.Table.from_batches([get(j) for j in range(local, local + span)],
-                                                  schema=handle.reader.schema)
+                    batches = [get(j) for j in range(local, local + span)]
                     if self.columns is not None:
-                        table = table.select(self.columns)
-            except (pa.ArrowException, OSError) as exc:
-                if isinstance(exc, RemoteReadError):  # the network, not the data
-                    raise
-                unit = "row group" if handle.kind == "parquet" else "record batch"
-                raise CorruptRecordError(f"{unit} {local} does not decode: {exc}",
-                                         path=self.paths[file_index]) from exc
-        if table.num_rows != self.fragment_rows[k]:
+                        batches = [b.select(self.columns) for b in batches]
+                    for b in batches:  # before any value is looked at
+                        b.validate(full=True)
+                    table = pa.Table.from_batches(batches)
+        if table.num_rows != rows:
             raise CorruptRecordError(
-                f"fragment {local} has {table.num_rows} rows, its metadata says "
-                f"{self.fragment_rows[k]}", path=self.paths[file_index])
+                f"fragment {local} has {table.num_rows} rows, its metadata says {rows}",
+                path=path, index=local, offset=offset)
         return table
+
+    def conversion_errors(self, k: int) -> Any:
+        """The error boundary for converting fragment ``k`` (numpy arrays, Python
+        values): what the conversion raises about the data becomes a
+        :class:`~feedline.exceptions.DecodeError` naming file, row group / record batch
+        and offset (see :func:`damage_as`)."""
+        file_index, local = self.fragment_file[k], self.fragment_local[k]
+        handle = self._handles[file_index]
+        unit = "row group" if self._kinds[file_index] == "parquet" else "record batch"
+        return damage_as(self.paths[file_index], f"{unit} {local} does not convert",
+                         index=local, offset=None if handle is None else self._offset(handle, local),
+                         error=DecodeError)
+
+    @staticmethod
+    def _offset(handle: _Handle, local: int) -> int | None:
+        """Byte offset of record batch ``local`` of an Arrow stream (noted while it was
+        read through); ``None`` otherwise. (A Parquet column chunk's offsets are not
+        asked for: pyarrow aborts the process on some damaged column metadata.)"""
+        if handle.offsets is not None and 0 <= local < len(handle.offsets):
+            return handle.offsets[local]
+        return None
+
+    def _slice(self, handle: _Handle, group: int, first: int, rows: int) -> Any:
+        """Rows ``first .. first + rows - 1`` of Parquet row group ``group``, decoded in
+        slices of ``max_fragment_rows``; reading the slices in order continues one
+        decoder, a jump restarts it at the row group's start (decoding, not keeping,
+        the rows before)."""
+        pa = _pa()
+        cur = handle.cursor
+        if cur is None or cur[0] != group or cur[1] != first:
+            it = handle.reader.iter_batches(batch_size=self.max_fragment_rows,
+                                            row_groups=[group], columns=self.columns)
+            cur = handle.cursor = [group, 0, it, None]
+            _take(cur, first)
+        got = _take(cur, rows)
+        if not got:
+            return pa.Table.from_batches([], schema=self.schema)
+        return pa.Table.from_batches(got)
 
     def close(self) -> None:
         """Close every open file (they reopen on the next read)."""
@@ -372,3 +512,21 @@ class TableFiles:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+
+def _take(cursor: list, n: int) -> list:
+    """The next ``n`` rows of a slice cursor ``[group, row, batches, leftover]`` as a
+    list of record batches (fewer rows where the row group ends first)."""
+    out, need = [], n
+    while need > 0:
+        batch, cursor[3] = cursor[3], None
+        if batch is None:
+            batch = next(cursor[2], None)
+            if batch is None:
+                break
+        if batch.num_rows > need:
+            batch, cursor[3] = batch.slice(0, need), batch.slice(need)
+        out.append(batch)
+        need -= batch.num_rows
+        cursor[1] += batch.num_rows
+    return out

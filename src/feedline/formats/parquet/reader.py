@@ -61,7 +61,7 @@ from feedline._internal.on_error import check_on_error, report
 from feedline._internal.validate import UNSET, non_negative_int, positive_int, renamed_option
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, check_state
-from feedline.exceptions import CorruptRecordError, StateNotSupportedError
+from feedline.exceptions import DataError, StateNotSupportedError
 from feedline.formats.parquet._convert import numpy_or_arrow, slice_numpy, to_numpy, to_python
 from feedline.formats.parquet.arrow import TableFiles
 
@@ -115,7 +115,9 @@ class _TableDataset(RandomAccessDataset):
             if hit is not None:
                 cache.move_to_end(k)
                 return hit
-        value = self._convert(self._files.read_fragment(k))
+        table = self._files.read_fragment(k)
+        with self._files.conversion_errors(k):
+            value = self._convert(table)
         with self._cache_lock:
             cache[k] = value
             while len(cache) > self._cache_size:
@@ -269,7 +271,7 @@ class FragmentsDataset(_TableDataset):
             return dict(self._fragment(k))
         try:
             return dict(self._fragment(k))
-        except CorruptRecordError as exc:
+        except DataError as exc:  # damaged (CorruptRecordError) or not convertible (DecodeError)
             report(exc, self._on_error, stacklevel=2)
             files = self._files
             self.skipped.append((files.paths[files.fragment_file[k]], k))
