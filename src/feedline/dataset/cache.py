@@ -91,7 +91,7 @@ _MANIFEST = "manifest.json"
 _STAGING = ".staging-"
 _CLOSED = "CLOSED"
 _FORMAT = "feedline-cache-1"
-_SKIP_ATTRS = {"_iterations", "_items", "_pool", "_pools", "_lock"}
+_SKIP_ATTRS = {"_iterations", "_items", "_pool", "_pools", "_lock", "_fingerprint"}
 
 
 # --------------------------------------------------------------------------- fingerprint
