@@ -319,3 +319,45 @@ def test_errors_name_the_problem():
         tf.train.string_input_producer([])
     with pytest.raises(TypeError, match="read needs a filename queue"):
         tf.TextLineReader().read(["file0.csv"])
+
+
+def test_request_stop_from_another_thread_wakes_the_reader(leak_check):
+    gate = threading.Event()
+    x, = tf.train.slice_input_producer([np.arange(4)], shuffle=False)
+    waits = tf.py_func(lambda v: gate.wait(30) and v, [x], tf.int64)
+    blocked = tf.train.batch(waits, batch_size=2)
+    coord = tf.train.Coordinator()
+    threads = tf.train.start_queue_runners(coord=coord)
+    stopper = threading.Timer(0.2, coord.request_stop)
+    stopper.start()
+    with pytest.raises(tf.errors.OutOfRangeError):
+        tf.Session().run(blocked)                       # waits until the stop closes the queue
+    gate.set()
+    coord.join(threads + [stopper])
+    leak_check.assert_clean()
+
+
+def test_pipeline_errors_reach_the_loop_and_the_coordinator():
+    queue = tf.train.string_input_producer(["file0.csv", "missing.csv"], num_epochs=1,
+                                           shuffle=False)
+    _, value = tf.TextLineReader().read(queue)
+    coord = tf.train.Coordinator()
+    threads = tf.train.start_queue_runners(coord=coord)
+    with pytest.raises(FileNotFoundError, match="missing.csv"):
+        for _ in tf.iterate(value, coord=coord):
+            pass
+    assert coord.should_stop()
+    with pytest.raises(FileNotFoundError, match="missing.csv"):
+        coord.join(threads)
+
+
+def test_a_used_up_input_stays_used_up_until_a_new_session():
+    x, = tf.train.slice_input_producer([np.arange(2)], num_epochs=1, shuffle=False)
+    sess = tf.Session()
+    assert [int(sess.run(x)), int(sess.run(x))] == [0, 1]
+    for _ in range(2):
+        with pytest.raises(tf.errors.OutOfRangeError):
+            sess.run(x)
+    sess.close()
+    with tf.Session() as again:
+        assert int(again.run(x)) == 0

@@ -33,11 +33,14 @@ through ``batch_join``/``shuffle_batch_join``; feeding (``feed_dict``) is not ne
 >>> queue = tf.train.string_input_producer([os.path.join(d, "file0.csv")], num_epochs=1)
 >>> key, value = tf.TextLineReader().read(queue)
 >>> col1, col2 = tf.decode_csv(value, record_defaults=[[0], [7]])
->>> [(k.endswith(b"file0.csv:1"), a, b) for k, a, b in tf.iterate([key, col1, col2])][:1]
-[(True, np.int32(1), np.int32(2))]
->>> with tf.Session() as sess:
-...     print(sess.run([col1, col2])[1])
-2
+>>> sess = tf.Session()
+>>> sess.run([col1, col2])[1]
+np.int32(2)
+>>> [(k.endswith(b"file0.csv:2"), a, b) for k, a, b in tf.iterate([key, col1, col2])]
+[(True, np.int32(3), np.int32(7))]
+>>> next(tf.iterate(col1), "used up")        # the epoch limit stays reached
+'used up'
+>>> sess.close()                              # a new session would read from the start
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ __all__ = [
     "ReaderBase", "TextLineReader", "FixedLengthRecordReader", "TFRecordReader",
     "WholeFileReader", "TFRecordOptions", "decode_csv", "decode_raw", "parse_single_example",
     "FixedLenFeature", "VarLenFeature", "stack", "cast", "reshape", "transpose",
-    "strided_slice", "constant", "uint8", "int8", "int16", "int32", "int64", "float16",
+    "strided_slice", "py_func", "constant", "uint8", "int8", "int16", "int32", "int64", "float16",
     "float32", "float64", "string",
 ]
 
@@ -155,7 +158,8 @@ class Session:
         return _run(fetches)
 
     def close(self) -> None:
-        self.graph.stop()
+        """Stop the graph's runners; a new session reads the inputs from the start."""
+        self.graph.stop(discard=True)
 
     def __enter__(self) -> Session:
         return self
@@ -421,6 +425,27 @@ def strided_slice(input_: Any, begin: Sequence[int], end: Sequence[int],
     steps = list(strides) if strides is not None else [1] * len(begin)
     index = tuple(slice(b, e, s) for b, e, s in zip(begin, end, steps))
     return lift(lambda v: np.asarray(v)[index], input_)
+
+
+def py_func(func: Any, inp: Sequence[Any], Tout: Any, stateful: bool = True,  # noqa: N803
+            name: str | None = None) -> Any:
+    """``tf.py_func``: ``func(*values of inp)`` as a tensor (a list of tensors when
+    ``Tout`` is a list: ``func`` then returns that many values), each converted to
+    ``Tout``'s dtype.
+
+    >>> py_func(lambda a, b: a * b, [3, 4], int64)
+    np.int64(12)
+    """
+    def call(*values: Any) -> Any:
+        out = func(*values)
+        if isinstance(Tout, (list, tuple)):
+            return [np.asarray(v, dtype=t)[()] for v, t in zip(out, Tout)]
+        return np.asarray(out, dtype=Tout)[()]
+
+    result = lift(call, *inp)
+    if isinstance(Tout, (list, tuple)) and isinstance(result, Tensor):
+        return [lift(lambda r, i=i: r[i], result) for i in range(len(Tout))]
+    return result
 
 
 def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None,

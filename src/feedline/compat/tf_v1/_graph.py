@@ -8,10 +8,11 @@ the tensors of one root into a new root, a ``Dataset`` made by ``map``, ``shuffl
 ``batch`` (the one engine). ``Session.run(fetches)`` takes the next element of each
 root the fetches come from and evaluates them on it, once per element.
 
-A root's elements are read by a :class:`QueueRunner`: the root's dataset with a
-background prefetch of ``capacity`` elements (TensorFlow's queue), started by
-``start_queue_runners`` or on first use, and stopped (thread, worker processes) by
-``Coordinator.request_stop``, ``Session.close`` or ``reset_default_graph``.
+A root's elements are read by a :class:`QueueRunner`: a thread iterating the root's
+dataset into a queue of ``capacity`` elements (TensorFlow's queue), started by
+``start_queue_runners`` or on first use, and stopped (its thread, the pipeline's
+threads and worker processes) by ``Coordinator.request_stop``, ``Session.close`` or
+``reset_default_graph``.
 
 >>> from feedline.dataset import Dataset
 >>> root = Root(Dataset.from_iterable([(1, 2), (3, 4)]), name="pairs")
@@ -23,6 +24,7 @@ background prefetch of ``capacity`` elements (TensorFlow's queue), started by
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +34,9 @@ from feedline.exceptions import OutOfRangeError
 
 __all__ = ["Graph", "Root", "Tensor", "QueueRunner", "lift", "evaluate", "flatten",
            "get_default_graph", "reset_default_graph", "common_root"]
+
+
+_STOP_GRACE = 30.0  # seconds a stopped runner may take to finish its element
 
 
 class Graph:
@@ -50,9 +55,18 @@ class Graph:
     def running(self) -> list[QueueRunner]:
         return [r._runner for r in self.roots if r._runner is not None]
 
-    def stop(self) -> None:
-        for runner in self.running():
+    def stop(self, *, discard: bool = False) -> None:
+        """Stop every runner (their inputs then raise ``OutOfRangeError``); with
+        ``discard``, forget them too, so that the next run reads from the start (a new
+        session)."""
+        runners = [root._runner for root in list(self.roots) if root._runner is not None]
+        for runner in runners:
             runner.stop()
+        for runner in runners:
+            runner.join(_STOP_GRACE)
+        if discard:
+            for root in self.roots:
+                root._runner = None
 
 
 _default = Graph()
@@ -75,7 +89,7 @@ def reset_default_graph() -> None:
     []
     """
     global _default
-    _default.stop()
+    _default.stop(discard=True)
     _default = Graph()
 
 
@@ -94,8 +108,9 @@ class Root:
         self.graph.add(self)
 
     def runner(self) -> QueueRunner:
-        """This root's runner, started on first use."""
-        if self._runner is None or self._runner.stopped:
+        """This root's runner, started on first use (once used up or stopped, it stays so
+        until ``Session.close`` or ``reset_default_graph``)."""
+        if self._runner is None:
             self._runner = QueueRunner(self)
         return self._runner
 
@@ -104,55 +119,86 @@ class Root:
 
 
 class QueueRunner:
-    """The reading of one root: its dataset's iterator behind a background prefetch of
-    ``capacity`` elements (``tf.train.QueueRunner``'s threads), thread-like: ``join``,
-    ``is_alive``. ``stop()`` closes the iterator and the pipeline's worker processes."""
+    """The reading of one root, as ``tf.train.QueueRunner``: a thread that iterates the
+    root's dataset and puts its elements in a queue of ``capacity``; ``next()`` takes
+    them. ``stop()`` (from any thread) closes the queue, so a reader waiting on it gets
+    :class:`~feedline.exceptions.OutOfRangeError`; the thread then closes the
+    pipeline's iterator and its worker processes and ends. Thread-like: ``join``,
+    ``is_alive``. An exception in the pipeline reaches the reader and, when a
+    coordinator is registered, is reported with ``coord.request_stop(ex)``."""
+
+    _POLL = 0.05
 
     def __init__(self, root: Root) -> None:
         self.root = root
         self.name = root.name
-        self.stopped = False
-        self._done = threading.Event()
-        self._lock = threading.Lock()
-        self._it: Any = root.dataset.prefetch(max(1, root.capacity)).iterator()
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, root.capacity))
+        self._stop = threading.Event()
+        self._ended = False  # the reader has seen the end or an error
+        self._thread = threading.Thread(target=self._produce, name=f"feedline-{root.name}",
+                                        daemon=True)
         coord = root.graph.coord
         if coord is not None:
             coord.register_thread(self)
+        self._thread.start()
 
-    def next(self) -> Any:
-        """The next element; :class:`~feedline.exceptions.OutOfRangeError` at the end."""
-        it = self._it
-        if it is None:
-            raise OutOfRangeError(f"{self.name}: the queue is closed")
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def _put(self, entry: tuple[str, Any]) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(entry, timeout=self._POLL)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
+        it = None
         try:
-            return next(it)
-        except StopIteration:
-            self.stop()
-            raise OutOfRangeError(f"{self.name}: the input is used up") from None
-        except Exception as exc:
-            if self.stopped:
-                raise OutOfRangeError(f"{self.name}: the queue is closed") from exc
+            it = self.root.dataset.iterator()
+            for element in it:
+                if not self._put(("item", element)):
+                    return
+            self._put(("end", None))
+        except Exception as exc:  # reported to the reader (and the coordinator)
+            self._put(("error", exc))
             coord = self.root.graph.coord
             if coord is not None:
                 coord.request_stop(exc)
-            raise
+        finally:
+            if it is not None:
+                it.close()
+            self.root.dataset.close()
+
+    def next(self) -> Any:
+        """The next element; :class:`~feedline.exceptions.OutOfRangeError` at the end of
+        the input or once the runner is stopped."""
+        while not self._ended:
+            try:
+                kind, value = self._queue.get(timeout=self._POLL)
+            except queue.Empty:
+                if self._stop.is_set():
+                    break
+                continue
+            if kind == "item":
+                return value
+            self._ended = True
+            if kind == "error":
+                raise value
+        raise OutOfRangeError(f"{self.name}: the input is used up or its queue is closed")
 
     def stop(self) -> None:
-        """Close the iterator (its prefetch thread) and the pipeline's worker processes;
-        a later ``Session.run`` starts a new runner from the beginning. Idempotent."""
-        with self._lock:
-            self.stopped = True
-            it, self._it = self._it, None
-        if it is not None:
-            it.close()
-            self.root.dataset.close()
-        self._done.set()
+        """Close the queue; the thread ends after the element it is computing. Idempotent."""
+        self._stop.set()
 
     def is_alive(self) -> bool:
-        return not self._done.is_set()
+        return self._thread.is_alive()
 
     def join(self, timeout: float | None = None) -> None:
-        self._done.wait(timeout)
+        self._thread.join(timeout)
 
     def __repr__(self) -> str:
         return f"QueueRunner({self.name}, {'stopped' if self.stopped else 'running'})"
