@@ -389,7 +389,7 @@ def test_module_wiki_trainer_loop_with_the_updater_hooks():
     from feedline.pytorch.convert import to_torch
 
     net = digits_network(learning_method=SGD(), learning_rate=0.5)
-    reader = feedline.batch(feedline.datasets.mnist.train(), 100)
+    reader = feedline.batch(feedline.datasets.mnist.train().take(438), 100)
     feeder = net.data_feeder({"image": 0, "label": 1})
 
     def run(per_param):
@@ -414,23 +414,23 @@ def test_module_wiki_trainer_loop_with_the_updater_hooks():
                     updater.finishBatch(cost.item())
                     costs.append(updater.last_cost)
                 updater.finishPass()
-            return [p.detach().clone() for p in machine.parameters()], costs, updater
+            return [p.detach().clone() for p in machine.parameters()], costs, updater, machine
 
-    params, costs, updater = run(per_param=True)
-    same, same_costs, _ = run(per_param=False)
+    params, costs, updater, machine = run(per_param=True)
+    same, same_costs, _, _ = run(per_param=False)
     assert all(torch.equal(a, b) for a, b in zip(params, same)) and costs == same_costs
-    assert updater.num_updates == 2 * 15 and updater.batch_size == 38  # 1438 = 14 * 100 + 38
+    assert updater.num_updates == 2 * 5 and updater.batch_size == 38  # 438 = 4 * 100 + 38
     assert costs[-1] < costs[0]
     # one parameter given alone is stepped alone at finishBatch
     weight, bias = (p.detach().clone() for p in updater.params)
     updater.startBatch(4)
-    cost = net.compute_cost(net.forward(updater._module, to_torch(feeder(reader.take(1).to_list()[0][:4]))),
-                            to_torch(feeder(reader.take(1).to_list()[0][:4])))
+    in_args = to_torch(feeder(reader.take(1).to_list()[0][:4]))
+    cost = net.compute_cost(net.forward(machine, in_args), in_args)
     cost.backward()
     updater.update(updater.params[1])
-    assert updater.num_updates == 30  # waits for the others
+    assert updater.num_updates == 10  # waits for the others
     updater.finishBatch(cost.item())
-    assert updater.num_updates == 31
+    assert updater.num_updates == 11
     assert torch.equal(updater.params[0], weight) and not torch.equal(updater.params[1], bias)
     with pytest.raises(ValueError, match="`param` must be one of the model's 2 trainable"):
         updater.update(torch.nn.Parameter(torch.zeros(3)))

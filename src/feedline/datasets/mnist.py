@@ -20,6 +20,7 @@ vectors have 64 values, mapped as ``pixel / 16 * 2 - 1``; ``pip install
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -94,13 +95,18 @@ def _from_idx(directory: str | os.PathLike, part: str) -> Samples:
     return Samples(images, labels, mnist_pixels)
 
 
-def _from_digits(part: str) -> Samples:
+@functools.cache
+def _digits() -> tuple[np.ndarray, np.ndarray]:
     digits = require("sklearn.datasets", extra="demo").load_digits()
-    images = digits.data.astype(np.uint8)
+    return digits.data.astype(np.uint8), digits.target.astype(np.int64)
+
+
+def _from_digits(part: str) -> Samples:
+    images, labels = _digits()
     order = np.random.default_rng(0).permutation(len(images))
     n_test = int(round(len(images) * 0.2))
     rows = order[:n_test] if part == "test" else order[n_test:]
-    return Samples(images[rows], digits.target[rows], digits_pixels)
+    return Samples(images[rows], labels[rows], digits_pixels)
 
 
 def _reader(directory: Any, part: str) -> RandomAccessDataset:
