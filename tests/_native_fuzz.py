@@ -125,9 +125,11 @@ def fuzz_jpeg(iterations: int, seed: int) -> int:
         else:  # damaged: the C entry point must fail cleanly whatever the box
             out = np.empty((rng.randint(1, 40), rng.randint(1, 40), 1 if mode == "L" else 3),
                            np.uint8)
+            # a region that may not match the buffer (too big, negative, zero): refused
+            h, w = out.shape[0] + rng.choice([0, 0, 0, 1, -1, 1000]), out.shape[1] + rng.choice([0, 0, 1, -1])
             try:
                 native.decode_region(data, out, rng.randint(-2, 30), rng.randint(-2, 30),
-                                     out.shape[0], out.shape[1], scale, mode == "L",
+                                     h, w, rng.choice([scale, scale, 3, 0, -8]), mode == "L",
                                      rng.random() < 0.5, rng.random() < 0.5)
             except (ValueError, NotImplementedError):
                 pass
@@ -178,6 +180,24 @@ def fuzz_kernels(iterations: int, seed: int) -> int:
         chw = np.empty((c, h, w), np.uint8)
         kernels.hwc_to_chw(src, chw)
         assert np.array_equal(chw, src.transpose(2, 0, 1)), (i, seed, "hwc_to_chw")
+        # wrong arguments: another shape, dtype, channel count or scale length is refused
+        wrong = [(src, np.empty((c, h + 1, w), np.float32), scale.tolist(), bias.tolist()),
+                 (src, np.empty((c, h, w), np.float64), scale.tolist(), bias.tolist()),
+                 (src, dst, scale.tolist()[:-1], bias.tolist()),
+                 (src.astype(np.int16), dst, scale.tolist(), bias.tolist()),
+                 (src[..., :0], np.empty((0, h, w), np.float32), [], []),
+                 (src, dst[:, ::2], scale.tolist(), bias.tolist())]
+        for args in wrong:
+            try:
+                kernels.normalize_chw(*args)
+            except (ValueError, TypeError):
+                pass
+        for args in [(src, np.empty((c, w, h), np.uint8)), (src, np.empty((c + 1, h, w), np.uint8)),
+                     (src.astype(np.float32), chw), (src, chw[:, :, ::-1])]:
+            try:
+                kernels.hwc_to_chw(*args)
+            except (ValueError, TypeError):
+                pass
         # resample: pixels contiguous within a row (a row flip is fine)
         rsrc = np.ascontiguousarray(src) if rng.random() < 0.5 else base[2:2 + h, 2:2 + w]
         oh, ow = int(rng.integers(1, 60)), int(rng.integers(1, 60))
