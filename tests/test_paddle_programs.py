@@ -38,6 +38,7 @@ from feedline.train.items import (
     InheritGradientMachineUpdater,
     LocalUpdater,
     PassType,
+    SaveParamsOnPassEnd,
     TrainOps,
 )
 
@@ -290,17 +291,19 @@ class CountingUpdater(BasicLocalParameterUpdater):
         self.calls["finish_pass"] += 1
 
 
-def test_runner_design_item_list_composes_as_listed():
+def test_runner_design_item_list_composes_as_listed(tmp_path):
     """Runner design, "已经实现的RunnerItem" (the items implemented) composed in a runner as
     issue 29 lists them: ``CreateGradientMachine, BasicLocalParameterUpdaterOps, Counter,
-    DataProvider, TrainOps``, then the tester ``InheritGradientMachineUpdater,
-    BasicPaddleTestDataProvider, BasicGradientMachineTestOps``. No renames; the Ops
-    item creates the updater the runner needs."""
+    DataProvider, TrainOps`` (and the design's ``SaveParamsOnPassEnd``), then the tester
+    ``InheritGradientMachineUpdater, BasicPaddleTestDataProvider,
+    BasicGradientMachineTestOps``. No renames; the Ops item creates the updater the
+    runner needs."""
     net = digits_network(batch_size=128)
     ops = BasicLocalParameterUpdaterOps()
+    saver = SaveParamsOnPassEnd(tmp_path)
     runner = Runner([CreateGradientMachine(net, seed=0), ops, Counter(),
                      DataProvider(feedline.datasets.mnist.train(), feeding={"image": 0, "label": 1}),
-                     TrainOps()])
+                     saver, TrainOps()])
     with runner:
         runner.run(3)
         ctx = runner.context
@@ -309,6 +312,7 @@ def test_runner_design_item_list_composes_as_listed():
         assert ctx.pass_metrics["accuracy"] > 0.9
         assert ctx.updater.last_cost == ctx.cost
         assert runner.state_dict()["updater_ops"]["updater"]["num_updates"] == 36
+        assert [p.rsplit("-", 1)[1] for p in saver.paths] == ["00000.flp", "00001.flp", "00002.flp"]
         tester = Runner([InheritGradientMachineUpdater(),
                          BasicPaddleTestDataProvider(net, _digits_process, ["train"]),
                          BasicGradientMachineTestOps()])
