@@ -314,3 +314,21 @@ def test_reader_states_are_checked(tmp_path):
     txt.write_text("a\nb\n")
     with text.TextLineReader(str(txt)) as fresh, pytest.raises(InvalidStateError, match="line"):
         fresh.set_state({"type": "text", "offset": 0, "line": [0]})
+
+
+@pytest.mark.parametrize("make,where,value", [
+    (lambda: Dataset.range(20).take_while(lambda x: x < 15), ("stopped",), "no"),
+    (lambda: Dataset.range(20).window(4), ("exhausted",), "no"),
+    (lambda: Dataset.range(6).flat_map(lambda x: Dataset.range(x % 3 + 1)), ("produced",), 99),
+    (lambda: Dataset.range(20).batch(3).unbatch(), ("input", "start"), 10**6),
+    (lambda: Dataset.range(20).batch(3).unbatch(), ("input", "read"), "2"),
+])
+def test_tfdata_stage_states_are_checked(make, where, value):
+    ds = make()
+    state = _state_after(ds, 4)
+    node = state["stages"]
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    with pytest.raises(InvalidStateError):
+        list(ds.iterator(state))

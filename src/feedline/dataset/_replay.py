@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from feedline._internal.state import state_int
 from feedline.dataset.iterator import DatasetIterator
 from feedline.exceptions import StateError, StateNotSupportedError
 
@@ -91,12 +92,20 @@ class Replayer:
             raise StateError(f"no input state kept before item {oldest}")
         return {"start": start, "parent": parent_state, "read": self.read}
 
+    def seek(self, state: dict[str, Any]) -> None:
+        """Move the parent to ``state``, one taken with nothing held (``oldest >= read``)."""
+        if isinstance(state, dict) and state.get("start") != state.get("read"):
+            raise StateError("this input position holds items to re-read; use replay()")
+        for _ in self.replay(state):  # pragma: no cover - start == read: nothing to re-read
+            pass
+
     def replay(self, state: dict[str, Any]) -> Iterator[tuple[int, Any]]:
         """Move the parent to ``state`` (from :meth:`get_state`) and yield ``(number,
         item)`` for the items read between that state and the save."""
         if not isinstance(state, dict) or not {"start", "parent", "read"} <= state.keys():
             raise StateError(f"malformed input position in state: {state!r}")
-        start, target = int(state["start"]), int(state["read"])
+        start = state_int(state, "start", "input")
+        target = state_int(state, "read", "input", low=start)
         self.parent.set_state(state["parent"])
         self.read = start
         self._snaps = deque([(start, state["parent"])])

@@ -16,7 +16,7 @@ from typing import Any
 from feedline._internal.validate import non_negative_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
-from feedline.exceptions import StateError
+from feedline.exceptions import InvalidStateError, StateError
 
 __all__ = ["FlatMapDataset"]
 
@@ -95,9 +95,14 @@ class _FlatMapIterator(DatasetIterator):
             return
         produced = non_negative_int("state['produced']", produced)
         self._inner_state = state["parent"]
-        self._inner = self._expand(next(self._parent))
-        for _ in range(produced):
-            next(self._inner)
+        try:
+            self._inner = self._expand(next(self._parent))
+            for _ in range(produced):
+                next(self._inner)
+        except StopIteration:
+            raise InvalidStateError(
+                f"state of stage 'flat_map': `produced` {produced} is past the end of the "
+                "element it continues") from None
         self._produced = produced
 
     def close(self) -> None:

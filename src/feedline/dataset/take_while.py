@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from feedline._internal.state import state_bool
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 
@@ -61,7 +62,7 @@ class _TakeWhileIterator(DatasetIterator):
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "take_while", ("parent", "stopped"))
         self._parent.set_state(state["parent"])
-        self._stopped = bool(state["stopped"])
+        self._stopped = state_bool(state, "stopped", "take_while")
 
     def close(self) -> None:
         self._parent.close()

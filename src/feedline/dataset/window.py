@@ -30,6 +30,7 @@ from collections import deque
 from itertools import islice
 from typing import Any
 
+from feedline._internal.state import state_bool
 from feedline.dataset._replay import Replayer
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.cardinality import INFINITE, UNKNOWN, cardinality
@@ -117,7 +118,7 @@ class _WindowIterator(DatasetIterator):
         first = int(state["input"]["read"]) - held
         self._buffer = deque(item for number, item in self._rp.replay(state["input"])
                              if number >= first)
-        self._exhausted = bool(state["exhausted"])
+        self._exhausted = state_bool(state, "exhausted", "window")
 
     def close(self) -> None:
         self._buffer.clear()
