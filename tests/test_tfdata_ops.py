@@ -136,6 +136,22 @@ def test_resumes_exactly_from_every_position(name):
     assert full, "a resume test over an empty run proves nothing"
 
 
+RESUME_CASES = {
+    "interleave": lambda c: interleaved(c),
+    "window": lambda c: windows(c).map(lambda w: w.to_list()),
+    "group_by_window": lambda c: grouped(c),
+    "unbatch": lambda c: Dataset.from_iterable(c["batches"]).unbatch(),
+    "scan": lambda c: scanned(c),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(sorted(RESUME_CASES)), st.data())
+def test_generated_cases_resume_exactly_from_every_position(op, data):
+    case = data.draw(st.sampled_from(TF[op]))
+    assert assert_resumes_everywhere(RESUME_CASES[op](case)) == case["expected"]
+
+
 def test_window_resumes_inside_a_pipeline():
     ds = (Dataset.range(20).shuffle(4, seed=1).window(4, shift=3)
           .flat_map(lambda w: w.batch(4)).enumerate())

@@ -24,7 +24,6 @@ from feedline.dataset._replay import Replayer, decode_value, encode_value
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.cardinality import cardinality
 from feedline.dataset.iterator import DatasetIterator, check_state
-from feedline.exceptions import StateError
 
 __all__ = ["ScanDataset"]
 
@@ -85,8 +84,7 @@ class _ScanIterator(DatasetIterator):
         check_state(state, "scan", ("input", "scan_state", "replay"))
         if not state["replay"]:
             self._state = decode_value(state["scan_state"])
-            for _ in self._rp.replay(state["input"]):  # pragma: no cover - nothing to re-read
-                raise StateError("malformed scan state")
+            self._rp.seek(state["input"])
             return
         self._state = self._initial
         for _, item in self._rp.replay(state["input"]):
