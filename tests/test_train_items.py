@@ -593,8 +593,9 @@ def test_builder_validates():
         RunnerBuilder(module_level_net, device_count=0)
     with pytest.raises(ValueError, match="nothing to build"):
         RunnerBuilder(module_level_net).build()
-    with pytest.raises(RuntimeError, match=r"device_count=2: call builder.run\(num_passes\)"):
-        RunnerBuilder(module_level_net, device_count=2).with_std_local_trainer(lambda: iter([])).build()
+    with pytest.raises(ValueError, match="device_count=2 builds the runner in new processes"):
+        RunnerBuilder(module_level_net, device_count=2).with_std_local_trainer(
+            lambda: iter([])).build(module=torch.nn.Linear(1, 1))
     with pytest.raises(ValueError, match="`every_n_batches` must be a positive int, got 0"):
         RunnerBuilder(module_level_net).with_checkpoints("x", every_n_batches=0)
     assert isinstance(module_level_net, Network)

@@ -30,9 +30,8 @@ test runner: ``CreateModel, DataProvider, TestOps``; one ``run_one_pass`` sets
 
 ``device_count > 1`` trains data parallel, with the program unchanged:
 
-* on one machine, :meth:`~RunnerBuilder.run` starts that many processes
-  (:func:`feedline.train.distributed.launch`), and :meth:`~RunnerBuilder.build` returns
-  a :class:`DistributedRunner`: ``with runner:`` starts the processes (each builds and
+* on one machine, :meth:`~RunnerBuilder.build` returns a :class:`DistributedRunner`
+  (and :meth:`~RunnerBuilder.run` uses one): ``with runner:`` starts the processes (each builds and
   enters the same runner, joined in one process group), every ``run_one_pass()`` /
   ``run(n)`` runs on all of them at once, and leaving the block finalizes and ends them;
 * under ``torchrun`` (``WORLD_SIZE`` set, on one machine or several — ``torchrun
@@ -320,18 +319,14 @@ class RunnerBuilder:
     def run(self, num_passes: int) -> TrainResult:
         """Build the trainer, run ``num_passes`` passes and return a :class:`TrainResult`.
 
-        With ``device_count > 1`` outside a process group, starts ``device_count``
-        processes that each build and run the trainer (the builder, its network and its
-        data must pickle) and returns rank 0's result.
+        With ``device_count > 1`` outside a process group, the passes run in
+        ``device_count`` processes that each build the trainer (a
+        :class:`DistributedRunner`: the builder, its network and its data must pickle),
+        and the result is rank 0's.
         """
-        from feedline.train.distributed import is_distributed, launch
-
         positive_int("num_passes", num_passes)
         if self._trainer is None:
             raise ValueError("run() trains: call with_std_local_trainer() first")
-        if self.device_count > 1 and not is_distributed() and int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-            return launch(_run_in_process, self, num_passes, nprocs=self.device_count,
-                          backend=self.backend)
         runner = self.build()
         with runner:
             runner.run(num_passes)
@@ -437,13 +432,6 @@ def _enter_runner(builder: RunnerBuilder) -> _RankRunner:
     assert isinstance(runner, Runner)  # inside the process group: this rank's own
     runner.__enter__()
     return _RankRunner(runner)
-
-
-def _run_in_process(builder: RunnerBuilder, num_passes: int) -> TrainResult:
-    runner = builder.build()
-    with runner:
-        runner.run(num_passes)
-        return summarize(runner)
 
 
 def summarize(runner: Runner | DistributedRunner) -> TrainResult:

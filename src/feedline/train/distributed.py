@@ -6,9 +6,11 @@ Two ways to run a job on several processes (gloo on the CPU, NCCL on GPUs):
   (called by the trainer) joins the process group described by ``RANK``,
   ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``;
 * **spawn**: :func:`launch` starts ``nprocs`` processes on this machine, each joining a
-  group on ``127.0.0.1``, runs ``fn(*args)`` in each and returns rank 0's result.
-  ``RunnerBuilder(device_count=n).run(...)`` and ``Trainer.train(device_count=n)`` use
-  it. Everything passed must pickle (module-level functions, not lambdas).
+  group on ``127.0.0.1``, runs ``fn(*args)`` in each and returns rank 0's result;
+  :class:`RankPool` keeps such processes, each holding an object whose methods it runs
+  on every rank at once. ``RunnerBuilder(device_count=n)`` (its ``build()`` and
+  ``run(...)``) and ``Trainer.train(device_count=n)`` use it. Everything passed must
+  pickle (module-level functions, not lambdas).
 
 Inside the group, the model is wrapped in ``DistributedDataParallel`` (gradients are
 averaged across ranks after every backward pass), each rank reads its own part of the
@@ -41,7 +43,6 @@ import os
 import pickle
 import socket
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -379,23 +380,6 @@ def _exit_now() -> None:
     os._exit(0)
 
 
-def _worker(rank: int, payload: bytes, world_size: int, backend: str, port: int,
-            result_path: str, threads: int | None) -> None:
-    fn, args = pickle.loads(payload)
-    _join_group(rank, world_size, backend, port, threads)
-    try:
-        result = fn(*args)
-        if rank == 0:
-            with open(result_path, "wb") as f:
-                pickle.dump(result, f)
-        del result, fn, args
-    finally:
-        leave_group()
-    # Success: rank 0's result is already in `result_path`; an exception above takes the
-    # normal path and is reported to launch() by torch.
-    _exit_now()
-
-
 def _check_launch(nprocs: int, backend: str | None, threads: int | None
                   ) -> tuple[str, int | None]:
     """Validated ``(backend, threads per process)`` for starting ``nprocs`` processes."""
@@ -424,7 +408,8 @@ def launch(
     (``backend``: default :func:`default_backend`) and leaves it when ``fn`` returns.
     ``threads_per_process``: ``torch.set_num_threads`` in each process (on the CPU the
     default divides this machine's cores among the processes). An exception in any
-    process is re-raised here (``torch.multiprocessing.ProcessRaisedException``).
+    process ends them all and is raised here as a ``RuntimeError`` with that process's
+    traceback. The processes are a :class:`RankPool` holding ``fn(*args)``'s result.
 
     A typical call (starting processes takes seconds, so the run is not shown as an
     example here)::
@@ -438,21 +423,25 @@ def launch(
     ...
     ValueError: `nprocs` must be a positive int, got 0
     """
-    backend, threads_per_process = _check_launch(nprocs, backend, threads_per_process)
-    import torch.multiprocessing as mp
+    pool = RankPool(_Returns, fn, *args, nprocs=nprocs, backend=backend,
+                    threads_per_process=threads_per_process)
+    try:
+        return pool.call("result")
+    finally:
+        pool.close()
 
-    with tempfile.TemporaryDirectory(prefix="feedline-launch-") as tmp:
-        result_path = os.path.join(tmp, "result.pkl")
-        # Plain pickle, so every process gets its own copy of any tensor in `args`;
-        # torch.multiprocessing would share their storage between the processes (and
-        # every rank's optimizer step would land in the same memory).
-        payload = pickle.dumps((fn, args))
-        mp.spawn(_worker, args=(payload, nprocs, backend, free_port(), result_path,
-                                threads_per_process), nprocs=nprocs, join=True)
-        if not os.path.exists(result_path):  # pragma: no cover - rank 0 always writes
-            return None
-        with open(result_path, "rb") as f:
-            return pickle.load(f)
+
+class _Returns:
+    """What a :func:`launch` process holds: ``fn(*args)``'s result."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        self.value = fn(*args)
+
+    def result(self) -> Any:
+        return self.value
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.value = None
 
 
 # ---------------------------------------------------------------------- a pool of ranks
@@ -493,8 +482,8 @@ class RankPool:
 
     An exception on any rank stops all of them and is raised here as a
     ``RuntimeError`` with that rank's traceback (a rank left alone would wait forever
-    in a collective). :meth:`close` calls the method named ``last`` on every rank (if
-    given), then ends the processes. Everything passed must pickle.
+    in a collective). :meth:`close` calls ``__exit__(None, None, None)`` of every rank's
+    object, then ends the processes. Everything passed must pickle.
 
     Starting processes takes seconds, so the run is not shown as an example here; the
     arguments are checked before any process starts:
@@ -513,6 +502,9 @@ class RankPool:
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
+        # Plain pickle, so every process gets its own copy of any tensor in `args`;
+        # torch.multiprocessing would share their storage between the processes (and
+        # every rank's optimizer step would land in the same memory).
         payload = pickle.dumps((factory, args))
         port = free_port()
         self._procs: list[Any] = []
