@@ -362,8 +362,9 @@ def test_two_updater_items_and_a_missing_model_are_clear_errors():
     with pytest.raises(ValueError, match="this runner has two updaters"):
         with Runner([CreateGradientMachine(net), LocalUpdater(), Renamed()]):
             pass
-    with pytest.raises(AttributeError, match=r"`context.network` is not set: CreateModel "
-                                             r"sets it in initialize"):
+    with pytest.raises(AttributeError, match=r"`context.module` is not set: CreateModel sets "
+                                             r"it in initialize.*CreateGradientMachine is in "
+                                             r"the runner but its hook has not run yet"):
         with Runner([BasicLocalParameterUpdaterOps(), CreateGradientMachine(net)]):
             pass
 

@@ -225,12 +225,12 @@ class BasicLocalParameterUpdaterOps(UpdaterSteps):
         else:
             updater = context.__dict__.get("updater")
             if updater is None:
-                own = self._own
-                if own is None or own._module is not context.module:
-                    own = self._own = LocalUpdater()
-                    own.setup(context.network, context.module)
-                context.updater = updater = own
-                context.optimizer = own.optimizer
+                if self._own is None:
+                    self._own = LocalUpdater()
+                # builds its optimizer (kept while the module is the same), sets
+                # context.updater and context.optimizer; the chain goes on from here
+                self._own.initialize(context, _stay)
+                updater = self._own
             self._steps = updater
         next_callback(context)
 
@@ -242,6 +242,10 @@ class BasicLocalParameterUpdaterOps(UpdaterSteps):
             if "updater" not in state:
                 raise CheckpointError("the updater_ops entry holds no updater state")
             self._own.load_state_dict(state["updater"])
+
+
+def _stay(context: Any) -> None:
+    """A ``next_callback`` that calls nothing (an item initialized by another one)."""
 
 
 class BasicGradientMachineTrainOps(TrainOps):
