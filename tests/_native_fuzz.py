@@ -37,11 +37,12 @@ _MODULES = {
 
 def load_sanitized(folder: str) -> None:
     """Register the extension builds found in ``folder`` under their package names,
-    before feedline imports them."""
+    before feedline imports them; one not built there is registered as missing."""
     for stem, name in _MODULES.items():
         found = [f for f in os.listdir(folder) if f.startswith(stem + ".") and f.endswith(".so")]
-        if not found:
-            raise FileNotFoundError(f"no {stem} build in {folder}")
+        if not found:  # not built there (no libjpeg headers): its fuzz is left out
+            sys.modules[name] = None  # type: ignore[assignment]  # import -> ImportError
+            continue
         spec = importlib.util.spec_from_file_location(name, os.path.join(folder, found[0]))
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -94,6 +95,8 @@ def fuzz_jpeg(iterations: int, seed: int) -> int:
     from feedline.exceptions import DecodeError
     from feedline.image import codec
 
+    if not codec.region_decoding():
+        return 0
     native = codec.require_region_decoding("the JPEG fuzz")
     rng, nrng = random.Random(seed), np.random.default_rng(seed)
     corpus = _jpegs(nrng)

@@ -4,8 +4,9 @@ them (``tests/_native_fuzz.py``, which also checks each against its pure-Python 
 in a subprocess with AddressSanitizer's runtime preloaded. Any sanitizer report, crash or
 mismatch fails the test.
 
-Skipped, saying why, only where the C compiler has no sanitizer runtime (or the
-libjpeg-turbo headers the region decoder needs are missing). ``FEEDLINE_FUZZ_ITERATIONS``
+Skipped, saying why, only where the C compiler has no sanitizer runtime; without
+libjpeg-turbo's headers (so without the region decoder in any build) the two other
+extensions are fuzzed. ``FEEDLINE_FUZZ_ITERATIONS``
 (default 400 cases per entry-point group) and ``FEEDLINE_FUZZ_SEED`` make longer runs::
 
     FEEDLINE_FUZZ_ITERATIONS=5000 pytest tests/test_sanitizers.py
@@ -62,13 +63,16 @@ def _runtime(cc: str, tmp: Path) -> str:
     if not os.path.isabs(asan) or not os.path.exists(asan):
         pytest.skip(f"{cc} does not name its libasan.so (clang links it statically; "
                     "build with gcc to run this test)")
+    return asan
+
+
+def _have_jpeg_headers(cc: str, tmp: Path) -> bool:
+    """Whether libjpeg-turbo's headers are there: without them the region decoder is not
+    built (here or by setup.py) and the fuzz covers the two other extensions."""
     jpeg = tmp / "jpeg.c"
     jpeg.write_text("#include <stdio.h>\n#include <jpeglib.h>\nint main(void) { return 0; }\n")
-    if subprocess.run([cc, "-c", str(jpeg), "-o", str(tmp / "jpeg.o")],
-                      capture_output=True).returncode != 0:
-        pytest.skip("libjpeg-turbo headers missing (Debian: libjpeg62-turbo-dev); the "
-                    "region decoder cannot be built")
-    return asan
+    return subprocess.run([cc, "-c", str(jpeg), "-o", str(tmp / "jpeg.o")],
+                          capture_output=True).returncode == 0
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +83,10 @@ def sanitized(tmp_path_factory) -> tuple[Path, str]:
     include = sysconfig.get_paths()["include"]
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
 
+    sources = dict(SOURCES)
+    if not _have_jpeg_headers(cc, tmp):
+        del sources["_libjpeg"]
+
     def build(item):
         stem, (source, libs) = item
         out = tmp / f"{stem}{suffix}"
@@ -87,7 +95,7 @@ def sanitized(tmp_path_factory) -> tuple[Path, str]:
         assert made.returncode == 0, f"sanitized build of {source.name} failed:\n{made.stderr}"
 
     with ThreadPoolExecutor(3) as pool:
-        list(pool.map(build, SOURCES.items()))
+        list(pool.map(build, sources.items()))
     return tmp, asan
 
 
@@ -124,12 +132,14 @@ def test_sanitized_builds_are_the_ones_loaded(sanitized):
         "from feedline.image import codec\n"
         "for m in (codec._region_decoder(), compiled('feedline.image._kernels'),\n"
         "          _native.extension()):\n"
-        "    print(m.__file__)\n"
+        "    print(getattr(m, '__file__', 'missing'))\n"
         "print(any('libasan' in line for line in open('/proc/self/maps')))\n")
     done = _run(folder, asan, str(script))
     _check(done)
     lines = done.stdout.split()
-    assert all(line.startswith(str(folder)) for line in lines[:3]) and lines[3] == "True"
+    built = len(list(folder.glob("_*.so")))
+    assert sum(line.startswith(str(folder)) for line in lines[:3]) == built >= 2
+    assert lines[3] == "True"
 
 
 def test_mutation_fuzz_of_every_entry_point_under_asan_and_ubsan(sanitized):
@@ -139,7 +149,8 @@ def test_mutation_fuzz_of_every_entry_point_under_asan_and_ubsan(sanitized):
     done = _run(folder, asan, "_native_fuzz.py", iterations, seed)
     _check(done)
     counts = eval(done.stdout.strip().splitlines()[-1])  # the dict run() returns
-    assert counts["jpeg"] > 0 and counts["kernels"] > 0 and counts["examples"] > 0
+    assert counts["kernels"] > 0 and counts["examples"] > 0
+    assert counts["jpeg"] > 0 or not list(folder.glob("_libjpeg*.so"))
 
 
 def test_the_known_reports_stay_fixed(sanitized):
