@@ -112,8 +112,8 @@ def _pax(data: bytes) -> dict[str, str]:
         if length <= sp - pos + 2 or pos + length > len(data) or data[pos + length - 1] != 0x0A:
             raise _Bad(f"bad pax header: record length {length} at {pos} does not fit")
         key, eq, value = data[sp + 1 : pos + length - 1].partition(b"=")
-        if not eq or not key:
-            raise _Bad(f"bad pax header: record at {pos} is not key=value")
+        if not eq or not key or min(key) <= 0x20 or 0x7F in key:
+            raise _Bad(f"bad pax header: record at {pos} is not keyword=value")
         try:
             out[key.decode("utf-8")] = value.decode("utf-8", "surrogateescape")
         except UnicodeDecodeError as exc:
