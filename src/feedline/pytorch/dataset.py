@@ -134,12 +134,7 @@ def split_pipeline(ds: Dataset, part: int, parts: int) -> Dataset:
 
     if parts == 1:
         return ds
-    ok = _splittable_types()
-    chain: list[Dataset] = []  # stages above the split, top first
-    node = ds
-    while isinstance(node, ok) and len(node._parents) == 1:
-        chain.append(node)
-        node = node._parents[0]
+    chain, node = _chain(ds)
     if isinstance(node, RandomAccessDataset) and len(node) < parts:
         # fewer source items (files) than parts: split the records of the lowest flat_map
         lowest = max((i for i, stage in enumerate(chain) if isinstance(stage, FlatMapDataset)),
@@ -147,6 +142,18 @@ def split_pipeline(ds: Dataset, part: int, parts: int) -> Dataset:
         if lowest is not None:
             node, chain = chain[lowest], chain[:lowest]
     return _restack(chain, shard_dataset(node, part, parts, policy="none"), part)
+
+
+def _chain(ds: Dataset, stop: Any = None) -> tuple[list[Dataset], Dataset]:
+    """``(stages, node)``: the stages of ``ds`` a split may go below (top first), down to
+    the first other stage or ``stop``, and that stage."""
+    ok = _splittable_types()
+    chain: list[Dataset] = []
+    node = ds
+    while node is not stop and isinstance(node, ok) and len(node._parents) == 1:
+        chain.append(node)
+        node = node._parents[0]
+    return chain, node
 
 
 def _restack(chain: list[Dataset], new: Dataset, part: int) -> Dataset:
@@ -180,12 +187,7 @@ def split_workers(ds: Dataset, worker: int, workers: int) -> Dataset:
         return ds
     found = find_rank_split(ds)
     if isinstance(found, ByteRangeSplit) and found.num_workers == 1:
-        ok = _splittable_types()
-        chain: list[Dataset] = []
-        node = ds
-        while node is not found and isinstance(node, ok) and len(node._parents) == 1:
-            chain.append(node)
-            node = node._parents[0]
+        chain, node = _chain(ds, stop=found)
         if node is found:
             return _restack(chain, found.for_worker(worker, workers), worker)
     return split_pipeline(ds, worker, workers)
