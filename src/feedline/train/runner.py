@@ -120,7 +120,7 @@ class RunnerContext:
     ====================  ========================  =============================================================  ====================================================================================================  =====================================================================================
     field                 type                      set by                                                         when                                                                                                  meaning
     ====================  ========================  =============================================================  ====================================================================================================  =====================================================================================
-    ``runner``            ``Runner``                Runner                                                         on construction                                                                                       the runner that owns this context
+    ``runner``            ``Runner``                Runner                                                         __init__                                                                                              the runner that owns this context
     ``parent``            ``RunnerContext | None``  Runner                                                         initialize                                                                                            the parent runner's context (a tester's runner inside a trainer), else None
     ``stop_training``     ``bool``                  Runner, any item                                               initialize (False); any hook                                                                          True ends Runner.run after the current pass (early stopping)
     ``network``           ``Network``               CreateModel, InheritModel                                      initialize, before next_callback()                                                                    the feedline.train.Network
@@ -169,56 +169,55 @@ class RunnerContext:
     True
     """
 
-    runner: Runner = _field('Runner', 'on construction',
-        'the runner that owns this context')
-    parent: RunnerContext | None = _field('Runner', 'initialize',
+    runner: Runner = _field("Runner", "__init__", "the runner that owns this context")
+    parent: RunnerContext | None = _field("Runner", "initialize",
         "the parent runner's context (a tester's runner inside a trainer), else None", default=None)
-    stop_training: bool = _field('Runner, any item', 'initialize (False); any hook',
-        'True ends Runner.run after the current pass (early stopping)', default=False)
-    network: Network = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
-        'the feedline.train.Network')
-    device: torch.device = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
-        'the device the model is on')
-    module: torch.nn.Module = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
-        'the bare torch module')
-    model: torch.nn.Module = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
-        'what forward calls: module, or its DistributedDataParallel wrapper')
-    rank: int = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
+    stop_training: bool = _field("Runner, any item", "initialize (False); any hook",
+        "True ends Runner.run after the current pass (early stopping)", default=False)
+    network: Network = _field("CreateModel, InheritModel", "initialize, before next_callback()",
+        "the feedline.train.Network")
+    device: torch.device = _field("CreateModel, InheritModel", "initialize, before next_callback()",
+        "the device the model is on")
+    module: torch.nn.Module = _field("CreateModel, InheritModel", "initialize, before next_callback()",
+        "the bare torch module")
+    model: torch.nn.Module = _field("CreateModel, InheritModel", "initialize, before next_callback()",
+        "what forward calls: module, or its DistributedDataParallel wrapper")
+    rank: int = _field("CreateModel, InheritModel", "initialize, before next_callback()",
         "this process's rank (0 when local)")
-    world_size: int = _field('CreateModel, InheritModel', 'initialize, before next_callback()',
-        'number of processes (1 when local)')
-    updater: LocalUpdater = _field('LocalUpdater, BasicLocalParameterUpdaterOps, InheritModel', 'initialize, before next_callback()',
+    world_size: int = _field("CreateModel, InheritModel", "initialize, before next_callback()",
+        "number of processes (1 when local)")
+    updater: LocalUpdater = _field("LocalUpdater, BasicLocalParameterUpdaterOps, InheritModel", "initialize, before next_callback()",
         "the updater: PaddlePaddle's ParameterUpdater (optimizer, clipping, model average)")
-    optimizer: Any = _field('LocalUpdater, BasicLocalParameterUpdaterOps', 'initialize, before next_callback()',
+    optimizer: Any = _field("LocalUpdater, BasicLocalParameterUpdaterOps", "initialize, before next_callback()",
         "the updater's torch optimizer")
-    pass_id: int = _field('Counter, InheritModel', 'initialize (0); on_pass_end, after next_callback() (+1)',
+    pass_id: int = _field("Counter, InheritModel", "initialize (0); on_pass_end, after next_callback() (+1)",
         "0-based index of the current pass (InheritModel: the parent's, at on_pass_begin)")
-    batch_id: int = _field('Counter', 'initialize (0); on_batch_end, after next_callback() (+1); on_pass_end, after next_callback() (0)',
-        '0-based index of the batch in the pass')
-    global_step: int = _field('Counter', 'initialize (0); on_batch_end, after next_callback() (+1)',
-        'batches finished over all passes')
-    samples_seen: int = _field('Counter', 'initialize (0); on_batch_end, after next_callback() (+batch_size)',
-        'samples of those batches (this rank)')
-    batch: list = _field('DataProvider', 'on_batch_begin, before next_callback()',
-        'the current batch as read (samples)')
-    inputs: dict[str, Any] = _field('DataProvider', 'on_batch_begin, before next_callback()',
-        '{input name: tensor} of the batch')
-    batch_size: int = _field('DataProvider', 'on_batch_begin, before next_callback()',
-        'number of samples in the batch')
-    batches_per_pass: int | None = _field('DataProvider', 'initialize, before next_callback(); on_pass_end, before next_callback()',
-        'batches in a pass when known, else None')
-    output: Any = _field('TrainOps, TestOps', 'on_batch_begin, before next_callback()',
+    batch_id: int = _field("Counter", "initialize (0); on_batch_end, after next_callback() (+1); on_pass_end, after next_callback() (0)",
+        "0-based index of the batch in the pass")
+    global_step: int = _field("Counter", "initialize (0); on_batch_end, after next_callback() (+1)",
+        "batches finished over all passes")
+    samples_seen: int = _field("Counter", "initialize (0); on_batch_end, after next_callback() (+batch_size)",
+        "samples of those batches (this rank)")
+    batch: list = _field("DataProvider", "on_batch_begin, before next_callback()",
+        "the current batch as read (samples)")
+    inputs: dict[str, Any] = _field("DataProvider", "on_batch_begin, before next_callback()",
+        "{input name: tensor} of the batch")
+    batch_size: int = _field("DataProvider", "on_batch_begin, before next_callback()",
+        "number of samples in the batch")
+    batches_per_pass: int | None = _field("DataProvider", "initialize, before next_callback(); on_pass_end, before next_callback()",
+        "batches in a pass when known, else None")
+    output: Any = _field("TrainOps, TestOps", "on_batch_begin, before next_callback()",
         "the model's output for the batch")
-    cost: float = _field('TrainOps', 'on_batch_begin, before next_callback()',
+    cost: float = _field("TrainOps", "on_batch_begin, before next_callback()",
         "the batch's mean cost")
-    metrics: dict[str, float] = _field('TrainOps', 'on_batch_begin, before next_callback()',
-        '{name: value} of the batch')
-    pass_cost: float = _field('TrainOps', 'on_pass_end, before next_callback()',
-        'sample-weighted mean cost of the pass')
-    pass_metrics: dict[str, float] = _field('TrainOps', 'on_pass_end, before next_callback()',
-        'sample-weighted mean metrics of the pass')
-    test_result: TestResult | None = _field('TestOnPassEnd, TestOps', 'initialize (None); on_pass_end, before next_callback()',
-        'the last feedline.train.TestResult')
+    metrics: dict[str, float] = _field("TrainOps", "on_batch_begin, before next_callback()",
+        "{name: value} of the batch")
+    pass_cost: float = _field("TrainOps", "on_pass_end, before next_callback()",
+        "sample-weighted mean cost of the pass")
+    pass_metrics: dict[str, float] = _field("TrainOps", "on_pass_end, before next_callback()",
+        "sample-weighted mean metrics of the pass")
+    test_result: TestResult | None = _field("TestOnPassEnd, TestOps", "initialize (None); on_pass_end, before next_callback()",
+        "the last feedline.train.TestResult")
 
     def __init__(self, **fields: Any) -> None:
         for name, value in fields.items():
@@ -238,7 +237,9 @@ class RunnerContext:
         items = list(runner.items) if runner is not None else []
         present = [type(i).__name__ for i in items
                    if any(c.__name__ in setters for c in type(i).__mro__)]
-        if present:
+        if setters[0] == "Runner":
+            advice = "give this context to a Runner (Runner(items, context=...))"
+        elif present:
             advice = (f"{present[0]} is in the runner but its hook has not run yet: read it "
                       "in a later hook, or move the reading item (see RunnerContext's table)")
         else:
