@@ -191,3 +191,19 @@ def test_records_are_dealt_unevenly_by_byte_range(tmp_path):
     paths = write_records(tmp_path)
     counts = [len(split(paths, r, 2, mode="bytes").to_list()) for r in range(2)]
     assert sum(counts) == N_RECORDS and abs(counts[0] - counts[1]) > BATCH
+
+
+def test_a_byte_range_left_to_the_default_rank_follows_the_process_it_is_read_in(
+        tmp_path, monkeypatch):
+    import pickle
+
+    paths = write_records(tmp_path)
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    part = split(paths, mode="bytes")            # made before any process group or RANK
+    assert part.rank_split == (0, 1) and len(part.to_list()) == N_RECORDS
+    copy = pickle.loads(pickle.dumps(part))      # as a runner's data goes to its processes
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert copy.rank_split == (1, 2) and copy.name == "input_split(1/2)"
+    assert copy.to_list() == split(paths, 1, 2, mode="bytes").to_list()

@@ -30,8 +30,9 @@ item) may differ in length: those consumers join the ranks at every step (see
 ``rank`` and ``world_size`` default to ``torch.distributed``'s when it is initialised,
 else to the ``RANK`` and ``WORLD_SIZE`` environment variables, else to 0 and 1. A
 byte-range part left to these defaults looks them up when it is read (and when it is
-pickled into a DataLoader worker), not when it is made: a pipeline built before the
-process group exists (Lightning's ``Trainer.fit`` starts it) still reads the right part.
+pickled inside a process group, into a DataLoader worker), not when it is made: a
+pipeline built before the process group exists (Lightning's ``Trainer.fit`` or a
+``RunnerBuilder(device_count=2)`` runner starts it) still reads the right part.
 
 >>> ds = Dataset.range(10)
 >>> parts = [split(ds, r, 2, worker=w, num_workers=2).to_list() for r in range(2) for w in range(2)]
@@ -63,6 +64,12 @@ def _env_int(name: str) -> int | None:
         raise ValueError(f"environment variable {name} must be an int, got {value!r}") from None
 
 
+def _in_process_group() -> bool:
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    return bool(dist is not None and dist.is_available() and dist.is_initialized())
+
+
 def resolve_rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """``(rank, world_size)``: the arguments, else torch.distributed, else env, else (0, 1).
 
@@ -71,11 +78,9 @@ def resolve_rank_world(rank: int | None, world_size: int | None) -> tuple[int, i
     """
     if rank is None or world_size is None:
         dist_rank = dist_world = None
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            dist = getattr(torch, "distributed", None)
-            if dist is not None and dist.is_available() and dist.is_initialized():
-                dist_rank, dist_world = dist.get_rank(), dist.get_world_size()
+        if _in_process_group():
+            dist = sys.modules["torch"].distributed
+            dist_rank, dist_world = dist.get_rank(), dist.get_world_size()
         if dist_rank is None:
             dist_rank, dist_world = _env_int("RANK"), _env_int("WORLD_SIZE")
         if rank is None:
@@ -195,7 +200,8 @@ class ByteRangeSplit(Dataset):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_given"] = self.rank_split  # fixed where it is pickled (the process group's)
+        if _in_process_group():  # into a DataLoader worker: the group's rank, fixed here
+            state["_given"] = self.rank_split
         return state
 
     def for_worker(self, worker: int, num_workers: int) -> ByteRangeSplit:
