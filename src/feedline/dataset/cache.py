@@ -36,6 +36,10 @@ replayed, not redrawn, so shuffle after it.
   (``f"cache/rank{rank}"``) or use ``snapshot(path)``, which keeps every fingerprint's
   directory (each rank's shard has its own), so switching between pipelines reuses each
   one's snapshot.
+* **A full disk** (or a read-only one, or an element that does not pickle) drops the
+  cache being written: the iteration keeps yielding the parent's elements to the end,
+  ``get_state()`` keeps working (the state then names no staging directory), the
+  partial files are removed, and a later iteration writes the cache again.
 * **Two writers** (two iterators, two processes) each write their own staging
   directory; the first to finish wins the rename and the other discards its copy.
 * **Resume.** While writing, the state holds the parent's state and where the writer
@@ -43,7 +47,11 @@ replayed, not redrawn, so shuffle after it.
   the remaining elements and continues the cache in a new staging directory (copying
   the finished part prefix) when the old one is still there, or else just yields them
   (the cache is then written by a later iteration). While reading, the state is the
-  part and the TFRecord reader's position.
+  part and the TFRecord reader's position. Every field of a state is checked before
+  use (:class:`~feedline.exceptions.InvalidStateError`): the staging directory must be
+  one of this pipeline's, directly inside ``path`` and not a link, and the parts must
+  carry the names this writer gives them, so that no state can make the cache copy
+  (and a later epoch unpickle) a file from elsewhere.
 
 ``shard_size`` (default 1024) is the number of elements per part file. Part files are
 checked against the manifest's sizes when a cache is opened; their records are read
