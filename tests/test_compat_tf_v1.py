@@ -343,12 +343,15 @@ def test_pipeline_errors_reach_the_loop_and_the_coordinator():
     _, value = tf.TextLineReader().read(queue)
     coord = tf.train.Coordinator()
     threads = tf.train.start_queue_runners(coord=coord)
-    with pytest.raises(FileNotFoundError, match="missing.csv"):
-        for _ in tf.iterate(value, coord=coord):
-            pass
-    assert coord.should_stop()
+    lines = list(tf.iterate(value, coord=coord))     # ends: the coordinator stopped it
+    assert coord.should_stop() and len(lines) <= 5
     with pytest.raises(FileNotFoundError, match="missing.csv"):
         coord.join(threads)
+    tf.reset_default_graph()
+    queue = tf.train.string_input_producer(["missing.csv"], num_epochs=1)
+    _, value = tf.TextLineReader().read(queue)
+    with pytest.raises(FileNotFoundError, match="missing.csv"):  # no coordinator: the loop
+        tf.Session().run(value)
 
 
 def test_a_used_up_input_stays_used_up_until_a_new_session():
@@ -361,3 +364,17 @@ def test_a_used_up_input_stays_used_up_until_a_new_session():
     sess.close()
     with tf.Session() as again:
         assert int(again.run(x)) == 0
+
+
+def test_request_stop_stops_worker_processes(leak_check):
+    from feedline import Dataset
+
+    item = tf.from_dataset(Dataset.range(1000).map(abs, num_workers=2))
+    batches = tf.train.batch(item, batch_size=4)
+    coord = tf.train.Coordinator()
+    threads = tf.train.start_queue_runners(coord=coord)
+    first = [b.tolist() for b in itertools.islice(tf.iterate(batches, coord=coord), 2)]
+    assert first == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    coord.request_stop()
+    coord.join(threads)
+    leak_check.assert_clean(timeout=20)               # no thread, process or segment left

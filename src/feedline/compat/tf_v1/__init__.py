@@ -73,7 +73,7 @@ from feedline.formats.tfrecord import read as _read_tfrecord
 from feedline.storage.fs import open_file
 
 __all__ = [
-    "train", "errors", "Session", "Tensor", "Graph", "iterate", "get_default_graph",
+    "train", "errors", "Session", "Tensor", "Graph", "iterate", "from_dataset", "get_default_graph",
     "reset_default_graph", "global_variables_initializer", "local_variables_initializer",
     "ReaderBase", "TextLineReader", "FixedLengthRecordReader", "TFRecordReader",
     "WholeFileReader", "TFRecordOptions", "decode_csv", "decode_raw", "parse_single_example",
@@ -182,6 +182,24 @@ def iterate(fetches: Any, *, coord: train.Coordinator | None = None) -> Iterator
             yield _run(fetches)
         except OutOfRangeError:
             return
+
+
+def from_dataset(dataset: Dataset, *, capacity: int = 32, name: str | None = None) -> Tensor:
+    """A feedline :class:`~feedline.dataset.base.Dataset` as an input of this API: a
+    tensor whose value is one item per step (index it, ``t[0]``, for a tuple's parts).
+    Its threads and worker processes stop with the runner (``coord.request_stop``).
+
+    >>> from feedline import Dataset
+    >>> item = from_dataset(Dataset.range(3).map(lambda x: (x, -x)))
+    >>> [(int(a), int(b)) for a, b in iterate([item[0], item[1]])]
+    [(0, 0), (1, -1), (2, -2)]
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"from_dataset needs a feedline Dataset, got {type(dataset).__name__}")
+    from feedline._internal.validate import positive_int
+
+    root = Root(dataset, name=name or dataset.name, capacity=positive_int("capacity", capacity))
+    return Tensor(root, lambda e, memo: e)
 
 
 # ------------------------------------------------------------------ readers

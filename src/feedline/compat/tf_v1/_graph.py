@@ -124,8 +124,10 @@ class QueueRunner:
     them. ``stop()`` (from any thread) closes the queue, so a reader waiting on it gets
     :class:`~feedline.exceptions.OutOfRangeError`; the thread then closes the
     pipeline's iterator and its worker processes and ends. Thread-like: ``join``,
-    ``is_alive``. An exception in the pipeline reaches the reader and, when a
-    coordinator is registered, is reported with ``coord.request_stop(ex)``."""
+    ``is_alive``. An exception in the pipeline is reported with
+    ``coord.request_stop(ex)`` when a coordinator is registered (the queue closes, the
+    reader gets ``OutOfRangeError`` and ``coord.join`` raises the exception, as in
+    TensorFlow); without one the reader gets the exception."""
 
     _POLL = 0.05
 
@@ -163,11 +165,11 @@ class QueueRunner:
                 if not self._put(("item", element)):
                     return
             self._put(("end", None))
-        except Exception as exc:  # reported to the reader (and the coordinator)
-            self._put(("error", exc))
+        except Exception as exc:  # to the coordinator, else to the reader
             coord = self.root.graph.coord
             if coord is not None:
-                coord.request_stop(exc)
+                coord.request_stop(exc)  # closes the queue: the reader gets OutOfRangeError
+            self._put(("error", exc))
         finally:
             if it is not None:
                 it.close()
