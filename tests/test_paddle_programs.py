@@ -179,6 +179,12 @@ def test_dataset_errors_name_the_file(dataset_files, tmp_path):
     with pytest.raises(DataError, match="not a tar archive"):
         cifar.test10(tmp_path / "not.tar")
 
+    with pytest.raises(ValueError, match=r"`batches\['b'\]` images must be uint8 of shape "
+                                         r"\(n, 3072\), got float64 \(1, 3072\)"):
+        cifar.write(tmp_path / "w.tar", {"b": (np.zeros((1, 3072)), [1])})
+    with pytest.raises(ValueError, match=r"`batches\['b'\]` has 1 images but 2 labels"):
+        cifar.write(tmp_path / "w.tar", {"b": (np.zeros((1, 3072), np.uint8), [1, 2])})
+
     import io
     import os
     import pickle

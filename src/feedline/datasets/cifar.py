@@ -14,15 +14,11 @@ they are loaded with an unpickler that accepts only dicts, lists, strings, numbe
 NumPy arrays, so a tampered archive cannot run code: anything else is a
 :class:`~feedline.exceptions.DataError` naming the member.
 
->>> import io, pickle, tarfile, tempfile, os, numpy as np
+>>> import os, tempfile, numpy as np
 >>> path = os.path.join(tempfile.mkdtemp(), "cifar-10-python.tar.gz")
->>> batch = {b"data": np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072), b"labels": [3, 5]}
->>> with tarfile.open(path, "w:gz") as tar:
-...     blob = pickle.dumps(batch, protocol=2)
-...     info = tarfile.TarInfo("cifar-10-batches-py/test_batch"); info.size = len(blob)
-...     tar.addfile(info, io.BytesIO(blob))
->>> from feedline.datasets import cifar
->>> [(image.shape, label) for image, label in cifar.test10(path)()]
+>>> images = np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072)
+>>> write(path, {"cifar-10-batches-py/test_batch": (images, [3, 5])})
+>>> [(image.shape, label) for image, label in test10(path)()]
 [((3072,), 3), ((3072,), 5)]
 """
 
@@ -41,7 +37,7 @@ from feedline.dataset.sources import from_random_access
 from feedline.datasets._samples import Samples
 from feedline.exceptions import DataError
 
-__all__ = ["train10", "test10", "train100", "test100", "cifar_pixels"]
+__all__ = ["train10", "test10", "train100", "test100", "write", "cifar_pixels"]
 
 _ALLOWED = {
     ("numpy", "ndarray"),
@@ -132,25 +128,90 @@ def _reader(path: Any, sub_name: str, label_key: bytes, cycle: bool) -> Dataset:
 
 def train10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
     """CIFAR-10's 50,000 training images (members ``data_batch_*``) from the tarball at
-    ``path``; see the module docstring."""
+    ``path``; see the module docstring.
+
+    >>> import os, tempfile, numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "cifar-10-python.tar.gz")
+    >>> write(path, {f"cifar-10-batches-py/data_batch_{i}": (np.zeros((2, 3072), np.uint8), [i, i])
+    ...              for i in (1, 2)})
+    >>> [label for _, label in train10(path)()]
+    [1, 1, 2, 2]
+    """
     return _reader(path, "data_batch", b"labels", cycle)
 
 
 def test10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
-    """CIFAR-10's 10,000 test images (member ``test_batch``) from the tarball at ``path``."""
+    """CIFAR-10's 10,000 test images (member ``test_batch``) from the tarball at ``path``.
+
+    >>> import os, tempfile, numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "cifar-10-python.tar.gz")
+    >>> write(path, {"cifar-10-batches-py/test_batch": (np.full((1, 3072), 255, np.uint8), [7])})
+    >>> image, label = test10(path)[0]
+    >>> float(image.max()), label
+    (1.0, 7)
+    """
     return _reader(path, "test_batch", b"labels", cycle)
 
 
 def train100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
     """CIFAR-100's 50,000 training images (member ``train``, fine labels) from the
-    tarball at ``path``."""
+    tarball at ``path``.
+
+    >>> import os, tempfile, numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "cifar-100-python.tar.gz")
+    >>> pixels = np.zeros((3, 3072), np.uint8)
+    >>> write(path, {"cifar-100-python/train": (pixels, [97, 3, 50])}, label_key="fine_labels")
+    >>> [label for _, label in train100(path, cycle=True).take(4)()]
+    [97, 3, 50, 97]
+    """
     return _reader(path, "train", b"fine_labels", cycle)
 
 
 def test100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
     """CIFAR-100's 10,000 test images (member ``test``, fine labels) from the tarball at
-    ``path``."""
+    ``path``.
+
+    >>> import os, tempfile, numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "cifar-100-python.tar.gz")
+    >>> write(path, {"cifar-100-python/test": (np.ones((2, 3072), np.uint8), [0, 99])},
+    ...       label_key="fine_labels")
+    >>> len(test100(path))
+    2
+    """
     return _reader(path, "test", b"fine_labels", cycle)
+
+
+def write(path: str | os.PathLike, batches: dict[str, tuple[Any, Any]], *,
+          label_key: str = "labels") -> None:
+    """Write a tarball in the CIFAR ``python`` layout: ``batches`` maps each member name
+    (``"cifar-10-batches-py/data_batch_1"``) to ``(images, labels)`` — ``uint8`` images
+    of shape ``(n, 3072)`` and ``n`` int labels — pickled as a dict with ``b"data"`` and
+    ``label_key`` (``"fine_labels"`` for CIFAR-100), gzip-compressed when ``path`` ends
+    in ``.gz``. The files the readers here read; for tests and small data sets.
+
+    >>> import os, tempfile, numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "mini.tar")
+    >>> write(path, {"x/test_batch": (np.zeros((1, 3072), np.uint8), [4])})
+    >>> [label for _, label in test10(path)()]
+    [4]
+    """
+    rows: list[tuple[str, np.ndarray, list[int]]] = []
+    for name, (images, labels) in batches.items():
+        data = np.asarray(images)
+        if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
+            raise ValueError(f"`batches[{name!r}]` images must be uint8 of shape (n, 3072), got "
+                             f"{data.dtype} {data.shape}")
+        targets = [int(label) for label in labels]
+        if len(targets) != len(data):
+            raise ValueError(f"`batches[{name!r}]` has {len(data)} images but {len(targets)} labels")
+        rows.append((name, data, targets))
+    gz = os.fspath(path).endswith(".gz")
+    with (tarfile.open(path, "w:gz") if gz else tarfile.open(path, "w")) as tar:
+        for name, data, targets in rows:
+            blob = pickle.dumps({b"data": data, label_key.encode(): targets}, protocol=2)
+            info = tarfile.TarInfo(name)
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
 
 
 test10.__test__ = False  # type: ignore[attr-defined]  # not a pytest test function
