@@ -207,3 +207,26 @@ print(json.dumps({{"row": row, "peak": pa.default_memory_pool().max_memory()}}))
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["row"] == {"x": None}
     assert out["peak"] < 32 << 20, out  # the whole group would be over 64 MB
+
+
+# ------------------------------------------------------------------ saved dataset folders
+
+
+@pytest.mark.parametrize("state, problem", [
+    (b"\xff\xfe{", r"state\.json: at byte 0: not a JSON file"),
+    (b"{\"_data_files\": [", r"state\.json: at byte 0: not a JSON file"),
+    (b"{\"_data_files\": 3}", r"state\.json: `_data_files` is not a list"),
+    (b"{\"_data_files\": [7]}", r"state\.json: record 0: `_data_files\[0\]` is not a file name"),
+    (b"{\"_data_files\": [{\"filename\": \"../../x.arrow\"}]}", r"is not a file name inside"),
+])
+def test_a_damaged_saved_dataset_folder_is_a_named_error(tmp_path, state, problem):
+    from feedline.formats.parquet import load_from_disk
+
+    _write_ipc(str(tmp_path / "data-00000-of-00001.arrow"), _table(10), stream=True)
+    (tmp_path / "state.json").write_bytes(state)
+    with pytest.raises(CorruptRecordError, match=problem):
+        load_from_disk(str(tmp_path))
+    (tmp_path / "state.json").unlink()
+    (tmp_path / "dataset_dict.json").write_bytes(b"{\"splits\": [\"../..\"]}")
+    with pytest.raises(CorruptRecordError, match=r"dataset_dict\.json: `splits` is not a list"):
+        load_from_disk(str(tmp_path))

@@ -361,3 +361,19 @@ def test_mutated_shards_never_hang_escape_or_lose_samples_silently(tmp_path):
                 ds[i]
         except FeedlineError:
             pass
+
+
+def test_an_npy_field_promising_more_than_it_holds_is_refused_before_allocating(tmp_path):
+    import numpy as np
+
+    from feedline.exceptions import DecodeError
+
+    buf = io.BytesIO()
+    np.save(buf, np.arange(5))
+    bomb = buf.getvalue().replace(b"'shape': (5,), ", b"'shape': (4000000000,), ")
+    path = str(tmp_path / "npy.tar")
+    with fwds.TarWriter(path) as w:
+        w.write({"__key__": "k", "npy": bomb})
+    with pytest.raises(DecodeError, match=r"field 'npy' does not decode: .npy header promises "
+                                          r"32000000000 bytes"):
+        _bounded(lambda: list(fwds.read(path, decode=True)))

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from feedline._internal.validate import UNSET, positive_int, renamed_option
+from feedline.exceptions import CorruptRecordError
 from feedline.formats.parquet.reader import (
     BatchesDataset,
     RowsDataset,
@@ -49,9 +50,34 @@ def _join(base: str, name: str) -> str:
 def _read_json(path: str, storage_options: dict | None) -> Any:
     try:
         with open_file(path, "rb", storage_options=storage_options) as f:
-            return json.loads(f.read().decode("utf-8"))
+            data = f.read()
     except FileNotFoundError:
         return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise CorruptRecordError(f"not a JSON file: {exc}", path=path, offset=0) from exc
+
+
+def _plain_name(name: Any) -> bool:
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
+            and os.sep not in name)
+
+
+def _data_files(path: str, state: Any) -> list[str]:
+    """The file names ``state.json`` lists, each a plain name inside the folder."""
+    where = _join(path, "state.json")
+    entries = state.get("_data_files", []) if isinstance(state, dict) else None
+    if not isinstance(entries, list):
+        raise CorruptRecordError("`_data_files` is not a list", path=where)
+    names: list[str] = []
+    for i, entry in enumerate(entries):
+        name = entry.get("filename") if isinstance(entry, dict) else None
+        if not _plain_name(name):
+            raise CorruptRecordError(f"`_data_files[{i}]` is not a file name inside the "
+                                     f"folder: {entry!r}", path=where, index=i)
+        names.append(str(name))
+    return names
 
 
 def load_from_disk(path: str | os.PathLike, *, split: str | None = None,
@@ -97,7 +123,10 @@ def load_from_disk(path: str | os.PathLike, *, split: str | None = None,
         positive_int("batch_size", batch_size)
     splits = _read_json(_join(path, "dataset_dict.json"), storage_options)
     if splits is not None:
-        names = list(splits.get("splits", []))
+        names = splits.get("splits", []) if isinstance(splits, dict) else None
+        if not isinstance(names, list) or not all(_plain_name(n) for n in names):
+            raise CorruptRecordError(f"`splits` is not a list of folder names: {names!r}",
+                                     path=_join(path, "dataset_dict.json"))
         if split is not None:
             if split not in names:
                 raise KeyError(f"{path} has no split {split!r}; its splits are {names}")
@@ -115,7 +144,7 @@ def load_from_disk(path: str | os.PathLike, *, split: str | None = None,
             "dataset_dict.json (datasets.Dataset.save_to_disk writes them)")
     if split is not None:
         raise ValueError(f"`split` is for DatasetDict folders; {path} holds a single dataset")
-    files = [_join(path, entry["filename"]) for entry in state.get("_data_files", [])]
+    files = [_join(path, name) for name in _data_files(path, state)]
     if not files:
         raise FileNotFoundError(f"{path}/state.json lists no data files")
     if batch_size is None:

@@ -39,9 +39,24 @@ IMAGE_EXTENSIONS = frozenset("jpg jpeg png ppm pgm pbm bmp webp tif tiff".split(
 
 
 def _npy(data: bytes) -> Any:
+    """An ``.npy`` field; a header that promises more bytes than the field holds is
+    refused before any array is allocated for it."""
     import numpy as np
 
-    return np.load(io.BytesIO(data), allow_pickle=False)
+    f = io.BytesIO(data)
+    version = np.lib.format.read_magic(f)
+    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                   else np.lib.format.read_array_header_2_0)
+    shape, _, dtype = read_header(f)
+    count = 1
+    for n in shape:
+        count *= n
+    need = count * dtype.itemsize
+    if need > len(data) - f.tell():
+        raise ValueError(f".npy header promises {need} bytes of {dtype} {shape}, the field "
+                         f"holds {len(data) - f.tell()}")
+    f.seek(0)
+    return np.load(f, allow_pickle=False)
 
 
 def _text(data: bytes) -> str:
