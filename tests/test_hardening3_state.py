@@ -332,3 +332,25 @@ def test_tfdata_stage_states_are_checked(make, where, value):
     node[where[-1]] = value
     with pytest.raises(InvalidStateError):
         list(ds.iterator(state))
+
+
+def test_image_record_iter_state_is_checked(tmp_path):
+    simplejpeg = pytest.importorskip("simplejpeg")
+    from feedline import recordio
+    from feedline.image.record_iter import ImageRecordIter
+
+    rec, idx = str(tmp_path / "a.rec"), str(tmp_path / "a.idx")
+    with recordio.IndexedRecordIO(idx, rec, "w") as w:
+        for i in range(6):
+            jpeg = simplejpeg.encode_jpeg(np.full((8, 8, 3), i * 9, np.uint8))
+            w.write_idx(i, recordio.pack(recordio.IRHeader(0, float(i), i, 0), jpeg))
+    kw = dict(path_imgrec=rec, data_shape=(3, 8, 8), batch_size=2, preprocess_threads=0)
+    with ImageRecordIter(**kw) as it:
+        next(it)
+        state = it.get_state()
+    for key, value in [("served", "1"), ("done", "no"), ("pipeline", None), ("skipped", -1)]:
+        with ImageRecordIter(**kw) as fresh, pytest.raises(InvalidStateError, match=key):
+            fresh.set_state({**state, key: value})
+    with ImageRecordIter(**kw) as fresh:
+        fresh.set_state(state)
+        assert len(list(fresh)) == 2

@@ -150,15 +150,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from feedline._internal.closing import Closeable
+from feedline._internal.state import state_bool, state_int
 from feedline._internal.validate import non_negative_int, one_of, positive_int
 from feedline.dataset.base import Dataset, RandomAccessDataset
-from feedline.exceptions import DataError, DecodeError, StateError
+from feedline.exceptions import DataError, DecodeError, InvalidStateError, StateError
 from feedline.image.augment import (
     Cast,
     CenterCrop,
@@ -473,6 +475,7 @@ class ImageRecordIterConfig:
     std_b: float = 1.0
     scale: float = 1.0
     mean_img: Any = None
+    mean_img_crops: str = "augmented"
     augmenter: Compose | None = None
     preprocess_threads: int = 4
     backend: str = "auto"
@@ -515,23 +518,33 @@ class ImageRecordIterConfig:
             non_negative_int("max_skips", self.max_skips)
             if self.on_error != "skip":
                 raise ValueError("`max_skips` needs `on_error='skip'`")
+        one_of("mean_img_crops", self.mean_img_crops, ("augmented", "center"))
         device = None
         if self.ctx is not None:
             from feedline.mxnet import torch_device
 
             device = torch_device(self.ctx)
+            if device.type != "cpu" and self.output != "mxnet":
+                import torch
+
+                if not torch.cuda.is_available():  # MXNet's ctx is a hint: run on the CPU
+                    warnings.warn(f"`ctx={self.ctx!r}` names a GPU but torch sees no CUDA "
+                                  "device: the batches stay on the CPU", RuntimeWarning,
+                                  stacklevel=4)
+                    device = None
         if self.output is None:
             self.output = "torch" if device is not None and device.type != "cpu" else "numpy"
-        one_of("output", self.output, ("numpy", "torch"))
-        if device is not None and device.type != "cpu":
-            if self.output != "torch":
-                raise ValueError(f"`ctx={self.ctx!r}` gives torch tensors on that device: "
-                                 "leave `output` out or set output='torch'")
-            import torch
-
-            if not torch.cuda.is_available():
-                raise ValueError(f"`ctx={self.ctx!r}` names a GPU but torch sees no CUDA "
-                                 "device; use ctx='cpu'")
+        one_of("output", self.output, ("numpy", "torch", "mxnet"))
+        if self.output == "mxnet":
+            try:
+                import mxnet  # noqa: F401 - checked now, used per batch
+            except ImportError as exc:
+                raise ImportError("`output='mxnet'` yields mx.nd.NDArray batches and needs "
+                                  "MXNet in this environment: pip install mxnet") from exc
+            device = None  # MXNet arrays are made on the CPU context
+        if device is not None and device.type != "cpu" and self.output != "torch":
+            raise ValueError(f"`ctx={self.ctx!r}` gives torch tensors on that device: "
+                             "leave `output` out or set output='torch'")
         self.device = device
         self.round_batch = bool(self.round_batch)
         self.shuffle = bool(self.shuffle)
@@ -733,15 +746,14 @@ class ImageRecordIter(DataIter, Closeable):
         std = [_number(n, v) for n, v in zip(("std_r", "std_g", "std_b"), kw["std"])][:c]
         if self.dtype == "uint8":
             custom = any(mean) or any(s != 1.0 for s in std) or scale != 1.0
-            if custom or mean_img is not None:
-                raise ValueError(
-                    "`dtype='uint8'` output is not normalised: leave mean_*, std_*, scale and "
-                    "mean_img at their defaults"
-                )
+            if custom or mean_img is not None:  # MXNet ignores them for uint8 output
+                warnings.warn("`dtype='uint8'` output is not normalised: mean_*, std_*, scale "
+                              "and mean_img are ignored", RuntimeWarning, stacklevel=5)
             return Compose([*augs, ToCHW(), Cast("uint8")]), None
         if mean_img is not None:
             if isinstance(mean_img, (str, os.PathLike)):
-                image = self._mean_image(os.fspath(mean_img), fixed)
+                through = augs if cfg.mean_img_crops == "augmented" else fixed
+                image = self._mean_image(os.fspath(mean_img), through)
             else:
                 image = np.asarray(mean_img, dtype=np.float32)
             if image.shape != (c, h, w):
@@ -776,14 +788,14 @@ class ImageRecordIter(DataIter, Closeable):
             labels[item.index] = np.asarray(item.labels, dtype=np.float32)
         return labels
 
-    def _mean_image(self, path: str, fixed: list) -> np.ndarray:
+    def _mean_image(self, path: str, through: list) -> np.ndarray:
         """Load the mean image at ``path`` (``.npy``, or an MXNet NDArray file holding
         ``mean_img`` or a single array), or compute it over every record and save it
         there (as MXNet does) when the file does not exist."""
         from feedline.formats import ndarray_file
 
         if not os.path.exists(path):
-            image = self._compute_mean_image(fixed)
+            image = self._compute_mean_image(through)
             ndarray_file.save(path, {"mean_img": image})
             logger.info("ImageRecordIter: saved the mean of %d images to %s", len(self._files), path)
             return image
@@ -799,15 +811,15 @@ class ImageRecordIter(DataIter, Closeable):
             raise ValueError(f"`mean_img` file {path!r} holds no 'mean_img' array")
         return found.astype(np.float32, copy=False)
 
-    def _compute_mean_image(self, fixed: list) -> np.ndarray:
-        """Mean over all records (every part) of the images after resize, pad and a
-        centre crop: float32 ``data_shape``."""
+    def _compute_mean_image(self, through: list) -> np.ndarray:
+        """Mean over all records (every part) of the images after the augmenters
+        ``through`` (drawn as in epoch 0 for ``seed``): float32 ``data_shape``."""
         files = self._files
         if not len(files):
             raise ValueError("cannot compute `mean_img` over record files with no records")
         decoder = _BatchDecoder(
             fmt=self.format, data_shape=self.data_shape, label_width=self.label_width,
-            dtype="uint8", augmenter=Compose([*fixed, ToCHW(), Cast("uint8")]), seed=self.seed,
+            dtype="uint8", augmenter=Compose([*through, ToCHW(), Cast("uint8")]), seed=self.seed,
             files=files, part=(0, len(files)), labels=self._labels,
         )
         groups = _Positioned(files, 0, len(files)).group(64)
@@ -843,7 +855,11 @@ class ImageRecordIter(DataIter, Closeable):
         self._served += 1
         last = self._served == self._batches_per_epoch
         pad = self._last_pad if last else 0
-        if self.output == "torch":
+        if self.output == "mxnet":
+            import mxnet as mx
+
+            data, label = mx.nd.array(data, dtype=data.dtype), mx.nd.array(label, dtype=label.dtype)
+        elif self.output == "torch":
             import torch
 
             data, label = torch.from_numpy(data), torch.from_numpy(label)
@@ -925,11 +941,16 @@ class ImageRecordIter(DataIter, Closeable):
         configuration)."""
         if not isinstance(state, dict) or state.get("type") != "image_record_iter":
             raise StateError(f"not an ImageRecordIter state: {state!r}")
+        kind = "image_record_iter"
+        served = state_int(state, "served", kind)
+        done = state_bool(state, "done", kind)
+        skipped = state_int({"skipped": 0, **state}, "skipped", kind)
+        if not isinstance(state.get("pipeline"), dict):
+            raise InvalidStateError(f"state of stage {kind!r}: `pipeline` must be a dict, got "
+                                    f"{state.get('pipeline')!r:.80}")
         self.reset()
         self._it = self.dataset.iterator(state["pipeline"])
-        self._served = non_negative_int("state['served']", state["served"])
-        self._done = bool(state["done"])
-        self.skipped = non_negative_int("state['skipped']", state.get("skipped", 0))
+        self._served, self._done, self.skipped = served, done, skipped
 
     def close(self) -> None:
         """Stop the workers and close the files; idempotent."""
