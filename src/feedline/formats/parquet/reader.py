@@ -227,15 +227,23 @@ class BatchesDataset(_TableDataset):
         hi = min(lo + self.batch_size, self._files.num_rows)
         k = self._locate(lo)
         if hi <= starts[k + 1]:  # inside one fragment: views, no copy
-            return _slice(self._fragment(k), lo - starts[k], hi - starts[k])
+            return self._piece(k, lo - starts[k], hi - starts[k])
         pieces = []
         row = lo
         while row < hi:
             k = self._locate(row)
             end = min(hi, starts[k + 1])
-            pieces.append(_slice(self._fragment(k), row - starts[k], end - starts[k]))
+            pieces.append(self._piece(k, row - starts[k], end - starts[k]))
             row = end
         return {name: np.concatenate([p[name] for p in pieces]) for name in self._names}
+
+
+    def _piece(self, k: int, lo: int, hi: int) -> dict[str, np.ndarray]:
+        """Rows ``lo .. hi - 1`` of fragment ``k``; columns kept as Arrow data convert
+        here, inside the fragment's error boundary."""
+        columns = self._fragment(k)
+        with self._files.conversion_errors(k):
+            return _slice(columns, lo, hi)
 
 
 class FragmentsDataset(_TableDataset):
