@@ -211,6 +211,29 @@ def test_remote_arrow_and_parquet_are_read_by_ranges(stack, proxy, formats, tmp_
                 assert 0 < fetched < size / 4, (name, fetched, size)
 
 
+def test_the_next_shard_is_read_ahead_and_the_limit_holds(stack, proxy, formats, tmp_path):
+    keys = formats["tfrecord"][2][:3]
+    so = stack.options(cache_dir=str(tmp_path / "ahead"))
+    urls = expand(stack.url(keys[0].rsplit("/", 1)[0] + "/*.tfrecord"), storage_options=so)
+    assert urls == [stack.url(k) for k in keys]
+    proxy.clear()
+    with open_file(urls[0], storage_options=so) as f:
+        assert f.read(1)
+    cache = cache_for(so)
+    cache.wait()
+    assert [r for r in proxy.requests if r.method == "HEAD"] == []  # the listing told the ETags
+    held = sorted(os.path.basename(p).split("-", 1)[1] for p, _, _ in cache.entries())
+    assert held == ["part-0.tfrecord", "part-1.tfrecord"]  # shard 1 fetched ahead, not 2
+    # a size bound: the least recently used entries go
+    sizes = [stack.fs.size(f"{stack.bucket}/{k}") for k in keys]
+    small = stack.options(cache_dir=str(tmp_path / "small"), cache_limit=sizes[1] + sizes[2] + 1,
+                          read_ahead=False)
+    for url in urls:
+        list(tfrecord.read(url, storage_options=small))
+    held = sorted(os.path.basename(p).split("-", 1)[1] for p, _, _ in cache_for(small).entries())
+    assert held == ["part-1.tfrecord", "part-2.tfrecord"] and cache_for(small).evicted == 1
+
+
 # --------------------------------------------------------------------------- processes
 
 

@@ -107,16 +107,20 @@ def _locked(path: str) -> Iterator[None]:
 
 
 def fingerprint(info: dict) -> dict:
-    """What identifies one version of a remote object, from fsspec's ``info()``: its size,
-    its ETag (or MD5) and its modification time, as JSON-able values.
+    """What identifies one version of a remote object, from fsspec's ``info()``: its size
+    and its ETag (or MD5), or where the store gives none its modification time, as
+    JSON-able values. (A listing and a ``HEAD`` state the time at different precisions,
+    so it is not compared where an ETag decides.)
 
     >>> fingerprint({"size": 3, "ETag": '"abc"', "LastModified": "2026-01-01"})
-    {'size': 3, 'etag': '"abc"', 'mtime': '2026-01-01'}
+    {'size': 3, 'etag': '"abc"', 'mtime': None}
+    >>> fingerprint({"size": 3, "created": 1700000000.5})
+    {'size': 3, 'etag': None, 'mtime': '1700000000.5'}
     """
     etag = info.get("ETag", info.get("etag", info.get("md5Hash")))
     mtime = None
     for key in ("LastModified", "mtime", "updated", "last_modified", "created"):
-        if info.get(key) is not None:
+        if etag is None and info.get(key) is not None:
             mtime = str(info[key])
             break
     return {"size": int(info["size"]), "etag": None if etag is None else str(etag),
@@ -290,10 +294,11 @@ class ShardCache:
         self._count_lock = threading.Lock()
         self._ahead: dict[tuple, threading.Thread] = {}
         self._next: dict[str, str] = {}
+        self._known: dict[str, dict] = {}
 
     def __getstate__(self) -> dict:  # picklable into worker processes (locks, threads not)
         state = self.__dict__.copy()
-        for key in ("_count_lock", "_ahead", "_next"):
+        for key in ("_count_lock", "_ahead", "_next", "_known"):
             del state[key]
         return state
 
@@ -361,7 +366,10 @@ class ShardCache:
             return url
         dest = self.entry(url)
         for attempt in range(2):
-            fp = self.info(url) if fp is None or attempt else fp
+            if attempt:
+                fp = self.info(url)
+            elif fp is None:
+                fp = self.fingerprint_of(url, consume=stop is None)
             if self._valid(dest, fp):
                 self._count(hits=1)
                 return dest
@@ -421,23 +429,30 @@ class ShardCache:
         """Bytes ``[start, end)`` of ``url`` (fewer only at the object's end), from its
         whole entry when there is a valid one, else from block entries fetched as
         needed (``fp``: the fingerprint, when the caller already has it)."""
-        fp = self.info(url) if fp is None else fp
+        fp = self.fingerprint_of(url) if fp is None else fp
         end = min(end, fp["size"])
         if end <= start:
             return b""
         whole = self.entry(url)
         if self._valid(whole, fp):
-            self._count(hits=1)
-            with open(whole, "rb") as f:
-                return os.pread(f.fileno(), end - start, start)
+            with contextlib.suppress(FileNotFoundError):  # else evicted since: use blocks
+                with open(whole, "rb") as f:
+                    data = os.pread(f.fileno(), end - start, start)
+                self._count(hits=1)
+                return data
         bs = self.block_size
         first, last = start // bs, (end - 1) // bs
         parts = []
         for k in range(first, last + 1):
-            path = self._block(url, fp, k)
             lo, hi = max(start, k * bs) - k * bs, min(end, (k + 1) * bs) - k * bs
-            with open(path, "rb") as f:
-                parts.append(os.pread(f.fileno(), hi - lo, lo))
+            for attempt in range(2):
+                try:
+                    with open(self._block(url, fp, k), "rb") as f:
+                        parts.append(os.pread(f.fileno(), hi - lo, lo))
+                    break
+                except FileNotFoundError:  # evicted by another process in between
+                    if attempt:
+                        raise
         if self.read_ahead and (last + 1) * bs < fp["size"]:
             self._in_background(("block", url, last + 1), self._block, url, fp, last + 1)
         return b"".join(parts)
@@ -480,6 +495,20 @@ class ShardCache:
         remote = [u for u in urls if is_remote(u)]
         self._next.update(zip(remote, remote[1:]))
 
+    def listed(self, infos: dict[str, dict]) -> None:
+        """Take the fingerprints of a listing (``url -> fsspec info``): the next open of
+        each of these URLs uses its fingerprint instead of asking the store (one LIST
+        validates a whole epoch's files instead of one HEAD per file)."""
+        for url, info in infos.items():
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                self._known[url] = fingerprint(info)
+
+    def fingerprint_of(self, url: str, *, consume: bool = True) -> dict:
+        """The fingerprint a listing gave for ``url`` (used once), else the store's now."""
+        with self._count_lock:
+            fp = self._known.pop(url, None) if consume else self._known.get(url)
+        return self.info(url) if fp is None else fp
+
     def prefetch_next(self, url: str) -> None:
         """Fetch the object planned after ``url`` (see :meth:`plan`) in the background."""
         nxt = self._next.get(url)
@@ -489,7 +518,10 @@ class ShardCache:
     def prefetch(self, url: str) -> None:
         """Fetch ``url`` into the cache in a background thread (errors are left for the
         reader that opens it to meet)."""
-        self._in_background(("whole", url), self.local, url)
+        def fetch() -> None:
+            self.local(url, fp=self.fingerprint_of(url, consume=False))
+
+        self._in_background(("whole", url), fetch)
 
     def _in_background(self, key: tuple, fn: Any, *args: Any) -> None:
         with self._count_lock:

@@ -220,7 +220,10 @@ def open_file(path: str | os.PathLike, mode: str = "rb", *,
     if cache is not None:
         local = cache.local(p)
         cache.prefetch_next(p)
-        return open(local, "rb")  # noqa: SIM115 - caller closes
+        try:
+            return open(local, "rb")  # noqa: SIM115 - caller closes
+        except FileNotFoundError:  # evicted by another process in between: fetch it again
+            return open(cache.local(p), "rb")  # noqa: SIM115 - caller closes
     with remote_errors(p, 0):
         f = filesystem(p, storage_options).open(p, mode)
     return f if "r" not in mode else _RemoteFile(f, p)  # type: ignore[return-value]
@@ -290,7 +293,7 @@ class RangeFile(io.RawIOBase):
         self._cache = _cache(storage_options) if is_remote(self.path) else None
         self._fp = None
         if self._cache is not None:  # one HEAD: the size and the version the blocks are of
-            self._fp = self._cache.info(self.path)
+            self._fp = self._cache.fingerprint_of(self.path)
             size = self._fp["size"] if size is None else size
         self._size = file_size(self.path, storage_options=storage_options) if size is None else size
         self._pos = 0
@@ -351,16 +354,20 @@ def _expand_one(pattern: str, storage_options: dict | None) -> list[str]:
     if is_remote(pattern):
         fs = filesystem(pattern, storage_options)
         scheme = pattern.split("://", 1)[0]
+        listed: dict[str, dict] = {}
         with remote_errors(pattern):
             if _MAGIC & set(pattern):
-                found = fs.glob(pattern)
+                listed = fs.glob(pattern, detail=True)
             elif fs.isdir(pattern):
-                found = [p for p in fs.find(pattern)]
+                listed = fs.find(pattern, detail=True)
             elif fs.exists(pattern):
-                found = [pattern]
-            else:
-                found = []
-        return sorted(p if "://" in p else f"{scheme}://{p.lstrip('/')}" for p in found)
+                listed = {pattern: {}}
+        urls = {(p if "://" in p else f"{scheme}://{p.lstrip('/')}"): info
+                for p, info in listed.items() if info.get("type", "file") != "directory"}
+        cache = _cache(storage_options)
+        if cache is not None:  # the listing's sizes and ETags spare a HEAD per file opened
+            cache.listed({url: info for url, info in urls.items() if "size" in info})
+        return sorted(urls)
     local = strip_file_scheme(pattern)
     if _MAGIC & set(local):
         return sorted(p for p in _glob.glob(local, recursive=True) if os.path.isfile(p))
