@@ -51,7 +51,9 @@ class PrefetchAwareLoader(StatefulDataLoader):  # type: ignore[misc,valid-type] 
     batches it produced while its iterator is not exhausted (a consumer that fetches
     ahead, like Lightning's training loop, has not used them yet), and under
     ``torch.distributed`` holds every rank's state (``{RANKS_KEY: [state, ...]}``), each
-    rank loading its own.
+    rank loading its own. The state stays that of the last batch used also after the
+    iterator is dropped unfinished (as Lightning drops it when ``fit()`` returns), so
+    ``trainer.save_checkpoint()`` after ``fit(max_steps=...)`` resumes at the next batch.
 
     >>> from feedline import Dataset
     >>> loader = PrefetchAwareLoader(Dataset.range(4).as_torch(), batch_size=1)
@@ -91,6 +93,11 @@ class PrefetchAwareLoader(StatefulDataLoader):  # type: ignore[misc,valid-type] 
     def _own_state(self) -> dict[str, Any]:
         if self.prefetched and len(self._recent) >= self.prefetched:
             return self._recent[-self.prefetched]
+        if not self.prefetched and self._recent:
+            # the state after the last batch: also once the iterator has been dropped
+            # (Lightning drops it when fit() returns, and a dropped StatefulDataLoader
+            # iterator would report the start of the epoch)
+            return self._recent[-1]
         return super().state_dict()
 
     def state_dict(self) -> dict[str, Any]:
@@ -150,6 +157,8 @@ class _RecordingIterator:
         if before is not None:
             loader._recent.append(before)
             del loader._recent[:-loader.prefetched]
+        else:  # the state after this batch, kept for when the iterator is gone
+            loader._recent = [StatefulDataLoader.state_dict(loader)]
         return batch
 
     def __len__(self) -> int:
@@ -227,8 +236,26 @@ class FeedlineDataModule(L.LightningDataModule):  # type: ignore[name-defined]  
         return loader
 
     def train_dataloader(self) -> PrefetchAwareLoader:
-        """The training loader (state reported without the batch Lightning prefetched)."""
-        return self._loader("train", 1)
+        """The training loader. Lightning fetches one batch ahead only from a loader
+        without a length (a stream pipeline): that loader's state leaves the fetched-ahead
+        batch out (``prefetched=1``). A random-access pipeline's loader has a length,
+        Lightning does not fetch ahead from it, and its state is its own
+        (``prefetched=0``); so a checkpoint resumes at the next batch in both cases, also
+        one saved by ``trainer.save_checkpoint()`` after ``fit(max_steps=...)`` returned.
+
+        >>> from feedline import Dataset
+        >>> dm = FeedlineDataModule(train=Dataset.range(4), batch_size=2)
+        >>> dm.train_dataloader().prefetched, FeedlineDataModule(
+        ...     train=Dataset.range(4).filter(bool), batch_size=2).train_dataloader().prefetched
+        (0, 1)
+        """
+        loader = self._loader("train", 1)
+        try:
+            len(loader)
+        except TypeError:  # no length: Lightning fetches ahead
+            return loader
+        loader.prefetched = 0
+        return loader
 
     def val_dataloader(self) -> Any:
         """The validation loader (an empty list, i.e. none, without a ``val`` pipeline)."""
