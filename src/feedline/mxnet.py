@@ -43,7 +43,7 @@ import numpy as np
 
 from feedline._internal.validate import optional_positive_int
 
-__all__ = ["DataBatch", "DataDesc", "DataIter", "torch_device"]
+__all__ = ["DataBatch", "DataDesc", "DataIter", "torch_device", "parse_ctx"]
 
 
 class DataDesc(NamedTuple):
@@ -133,17 +133,32 @@ def torch_device(ctx: Any) -> Any:
 
     if isinstance(ctx, torch.device):
         return ctx
+    kind, index = parse_ctx(ctx)
+    return torch.device("cpu") if kind == "cpu" else torch.device("cuda", index)
+
+
+def parse_ctx(ctx: Any) -> tuple[str, int]:
+    """MXNet's ``ctx`` as ``("cpu", 0)`` or ``("gpu", N)``, without importing a framework:
+    a name (``"cpu"``, ``"gpu"``, ``"gpu(1)"``, ``"cuda:1"``), an object with MXNet
+    Context's ``device_type``/``device_id``, or a ``torch.device``. Unknown names raise
+    ``ValueError``.
+
+    >>> parse_ctx("gpu(1)"), parse_ctx("cpu"), parse_ctx("cuda")
+    (('gpu', 1), ('cpu', 0), ('gpu', 0))
+    """
+    if type(ctx).__name__ == "device" and hasattr(ctx, "type") and hasattr(ctx, "index"):
+        ctx = "cpu" if ctx.type == "cpu" else f"{ctx.type}:{ctx.index or 0}"  # torch.device
     if hasattr(ctx, "device_type") and hasattr(ctx, "device_id"):
         ctx = f"{ctx.device_type}({int(ctx.device_id)})"
     if not isinstance(ctx, str):
         raise TypeError(f"`ctx` must be 'cpu', 'gpu', 'gpu(N)' or a torch.device, got {ctx!r}")
     text = ctx.strip().lower()
     if text in ("cpu", "cpu(0)", "cpu_pinned", "cpu_pinned(0)"):
-        return torch.device("cpu")
+        return "cpu", 0
     match = _GPU.match(text)
     if match is None:
         raise ValueError(f"`ctx` must be 'cpu', 'gpu', 'gpu(N)' or 'cuda:N', got {ctx!r}")
-    return torch.device("cuda", int(match.group(2) or match.group(3) or 0))
+    return "gpu", int(match.group(2) or match.group(3) or 0)
 
 
 class DataIter:

@@ -77,8 +77,11 @@ Semantics, field by field:
   mean_img) * scale`` with a mean image of shape ``data_shape``: an array, a ``.npy``
   file, or an MXNet NDArray file (``mx.nd.save``'s format, the array named
   ``mean_img``); a ``mean_img`` path that does not exist is computed, as MXNet does, over
-  every record (resized, padded and centre-cropped, nothing random) and saved there in
-  MXNet's format.
+  every record through the configured augmenters, random crops, mirrors and jitter
+  included (drawn as in epoch 0 for ``seed``), and saved there in MXNet's format;
+  ``mean_img_crops="center"`` computes it through the deterministic steps only (resize,
+  pad, centre crop). For ``dtype="uint8"`` output MXNet ignores the mean, ``std_*`` and
+  ``scale``; so does feedline, with a ``RuntimeWarning``.
   ``inter_method`` 0/1/2/4 is nearest/bilinear/bicubic/lanczos (MXNet's 3 = area maps
   to Pillow's ``box``). An image smaller than ``(H, W)`` after resize and pad raises.
   ``augmenter=`` replaces all of this by any :class:`~feedline.image.augment.Compose`
@@ -99,8 +102,13 @@ Semantics, field by field:
   saturated to ``[-128, 127]``; ``std_*`` and ``scale`` are not applied, as in MXNet).
 * **ctx**: MXNet's ``"cpu"``, ``"gpu"``, ``"gpu(N)"`` (or ``"cuda:N"``, a
   ``torch.device``). A GPU ``ctx`` gives torch tensors on that device (``output``
-  defaults to ``"torch"`` then; ``output="numpy"`` with a GPU raises); no CUDA device
-  raises ``ValueError`` at construction. ``"cpu"`` changes nothing.
+  defaults to ``"torch"`` then; ``output="numpy"`` with a GPU raises). As in MXNet,
+  ``ctx`` is a hint: with no CUDA device it issues a ``RuntimeWarning`` and the batches
+  stay on the CPU. ``"cpu"`` changes nothing.
+* **output**: ``"numpy"`` (default), ``"torch"``, or ``"mxnet"``: ``mx.nd.NDArray``
+  batches (needs MXNet importable), so ``mx.mod.Module.fit`` and Gluon loops
+  (``batch.data[0].as_in_context(ctx)``) run unchanged; ``tests/test_mxnet_training.py``
+  runs the MXNet page's iterator under ``Module.fit``.
 * **errors**: ``on_error="raise"`` (default): an undecodable image raises
   :class:`~feedline.exceptions.DecodeError` naming file and record. ``on_error="skip"``
   (MXNet's behaviour): the image is replaced by the next record of the part in file
@@ -114,8 +122,8 @@ Semantics, field by field:
 
 Deviations from MXNet, on purpose: ``verbose`` defaults to ``False`` and logs at INFO
 (logger ``feedline.image.record_iter``) instead of printing; a computed
-``mean_img`` covers all records of all parts (MXNet's covers its own part) through the
-deterministic steps only, so every rank gets the same one; a
+``mean_img`` covers all records of all parts (MXNet's covers its own part), so every
+rank gets the same one; a
 corrupt image raises :class:`~feedline.exceptions.DecodeError` naming the file and
 record unless ``on_error="skip"``; every epoch starts at its first record (MXNet 1.9.1
 with ``round_batch`` starts the epoch after a padded one behind the records it used as
@@ -520,11 +528,15 @@ class ImageRecordIterConfig:
                 raise ValueError("`max_skips` needs `on_error='skip'`")
         one_of("mean_img_crops", self.mean_img_crops, ("augmented", "center"))
         device = None
-        if self.ctx is not None:
+        if self.ctx is not None and self.output == "mxnet":
+            from feedline.mxnet import parse_ctx
+
+            parse_ctx(self.ctx)  # MXNet arrays are made on the CPU context; ctx is a hint
+        elif self.ctx is not None:
             from feedline.mxnet import torch_device
 
             device = torch_device(self.ctx)
-            if device.type != "cpu" and self.output != "mxnet":
+            if device.type != "cpu":
                 import torch
 
                 if not torch.cuda.is_available():  # MXNet's ctx is a hint: run on the CPU
