@@ -2,9 +2,15 @@
 
 A tar archive is a sequence of 512-byte headers, each followed by its data padded to a
 multiple of 512 bytes, and ends with zero blocks (or simply with the end of the file).
-:func:`members` reads them with plain ``read`` calls (no :mod:`tarfile`), checking each
-header's checksum, and knows POSIX ``ustar`` prefixes, GNU long names (``L``) and pax
-``path``/``size`` records. Only regular files are returned.
+:func:`members` reads them with plain ``read`` calls (no :mod:`tarfile`), validating each
+header before it is used (checksum, strict octal or base-256 numbers, sizes that are
+never negative and never run past the end of the file, pax records whose lengths fit,
+long names and pax headers of at most :data:`MAX_META` bytes), and knows POSIX ``ustar``
+prefixes, GNU long names (``L``) and pax ``path``/``size`` records. Only regular files
+are returned. The scan only moves forward and reads no more than the file holds (where
+its size is unknown, a gzip stream, in bounded pieces), so a hostile header can neither
+loop it nor make it allocate; damage is reported with its byte offset and the scan can
+resume right after the bad header.
 
 :func:`samples` groups members into samples exactly as the webdataset package does: a
 member name splits at the first dot of its last path component into the *key*
@@ -70,8 +76,14 @@ class _Bad(Exception):
     """A header field that does not hold what the tar format allows."""
 
 
+def _octal_text(field: bytes) -> bytes:
+    """The digits of an octal header field: leading NULs and spaces dropped, then cut
+    at the first NUL (as :mod:`tarfile` reads them), trailing spaces dropped."""
+    return field.lstrip(b"\x00 ").split(b"\x00", 1)[0].strip()
+
+
 def _checksum_ok(h: bytes) -> bool:
-    field = h[148:156].replace(b"\x00", b" ").strip()
+    field = _octal_text(h[148:156])
     if not field or not _OCTAL.fullmatch(field):
         return False
     unsigned = sum(h) - sum(h[148:156]) + 256
@@ -85,7 +97,7 @@ def _number(field: bytes, what: str) -> int:
         return int.from_bytes(field[1:], "big")
     if field[0] & 0x80:
         raise _Bad(f"negative {what} in tar header (base-256 {field.hex()})")
-    text = field.replace(b"\x00", b" ").strip()
+    text = _octal_text(field)
     if not text:
         return 0
     if not _OCTAL.fullmatch(text):

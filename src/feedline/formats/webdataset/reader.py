@@ -19,9 +19,11 @@ tar members (see :mod:`feedline.formats.webdataset._tarscan`) — from a list of
   extensions (see :mod:`feedline.formats.webdataset.decode`);
 * gzip-compressed shards (``.tar.gz``, ``.tgz``) are recognised by their bytes and
   read through :mod:`gzip` (resuming one decompresses it again up to the offset);
-* ``on_error``: damaged tar data raises :class:`~feedline.exceptions.CorruptRecordError`
-  naming the shard, the sample index in it and the byte offset (``"raise"``), or is
-  left out and counted in the iterator's ``skipped`` (``"skip"``, ``"warn"``);
+* ``on_error``: damaged tar data (a header that fails validation, a truncated member,
+  a repeated extension, a gzip stream that does not decompress) raises
+  :class:`~feedline.exceptions.CorruptRecordError` naming the shard, the sample index in
+  it and the byte offset (``"raise"``), or is left out and counted in the iterator's
+  ``skipped`` (``"skip"``, ``"warn"``), reading on at the next valid header;
 * ``cache_dir``/``cache_limit``: remote shards are copied into a local
   :class:`~feedline.storage.cache.ShardCache` and read from there; with ``read_ahead=True``
   (the default when caching) a background thread fetches the next shard while the
