@@ -274,6 +274,17 @@ def test_keys_for_text_header_and_overlapping_fixed_records(tmp_path):
     assert [v for _, v in tf.iterate([key, value])] == [b"abc", b"cde", b"efg"]
 
 
+def test_preloaded_data_program_gives_tensorflows_batches():
+    training_data = np.arange(20, dtype=np.float32).reshape(10, 2)
+    training_labels = np.arange(10, dtype=np.int32) % 3
+    input_data = tf.constant(training_data)
+    input_labels = tf.constant(training_labels)
+    image, label = tf.train.slice_input_producer([input_data, input_labels], num_epochs=2,
+                                                 shuffle=False)
+    images, labels = tf.train.batch([image, label], batch_size=3)
+    assert run_until_out_of_range([images, labels]) == TF["preloaded_in_order"]
+
+
 # ------------------------------------------------------------------ Coordinator
 def test_request_stop_stops_the_pipeline_threads(leak_check):
     queue = tf.train.string_input_producer(["data_batch_0.bin", "data_batch_1.bin"])

@@ -1,6 +1,7 @@
 """Write the inputs and TensorFlow's outputs for tests/test_compat_tf_v1.py: the "Reading
 data" guide's example programs (CSV, fixed-length and TFRecord readers, shuffle_batch,
-shuffle_batch_join, the Coordinator loop), run with ``tf.compat.v1`` in graph mode.
+shuffle_batch_join, the Coordinator loop, preloaded data), run with ``tf.compat.v1`` in
+graph mode.
 
 Run once with TensorFlow, in its own environment (TensorFlow is not a dependency):
 
@@ -170,6 +171,18 @@ def dynamic_pad_program():
     return [plain(s) for s in run_until_out_of_range(batch)]
 
 
+def preloaded_program():
+    v1.reset_default_graph()
+    training_data = np.arange(20, dtype=np.float32).reshape(10, 2)
+    training_labels = np.arange(10, dtype=np.int32) % 3
+    input_data = tf.constant(training_data)
+    input_labels = tf.constant(training_labels)
+    image, label = v1.train.slice_input_producer([input_data, input_labels], num_epochs=2,
+                                                 shuffle=False)
+    images, labels = v1.train.batch([image, label], batch_size=3)
+    return [plain(s) for s in run_until_out_of_range([images, labels])]
+
+
 def main() -> None:
     os.makedirs(HERE, exist_ok=True)
     os.chdir(HERE)
@@ -184,6 +197,7 @@ def main() -> None:
         "tfrecord_in_order": tfrecord_program(False),
         "tfrecord_shuffle_batch_join": tfrecord_program(True),
         "dynamic_pad": dynamic_pad_program(),
+        "preloaded_in_order": preloaded_program(),
     }
     with open("expected.json", "w") as f:
         json.dump(expected, f, indent=None, separators=(",", ":"))

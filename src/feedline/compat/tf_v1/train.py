@@ -15,7 +15,8 @@ Each producer or batching function returns tensors over a new pipeline (see
   elements; ``num_threads`` computes the elements in that many threads;
   ``allow_smaller_final_batch=False`` (TensorFlow's default) drops a short last batch;
   the result has the structure of ``tensors``, except that a list of one tensor gives
-  one tensor, as in TensorFlow;
+  one tensor, as in TensorFlow (``shapes``, ``shared_name`` and ``name`` are accepted
+  and not needed: values keep their own shapes; ``Tensor.set_shape`` checks them);
 * ``batch_join``/``shuffle_batch_join``: the same over several tensor lists read at
   once. Readers that share one filename queue take the files in turn (an interleave
   of the files, one per reader), so each file is read by one reader, as TensorFlow's
