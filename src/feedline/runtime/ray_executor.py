@@ -233,6 +233,11 @@ class RayExecutor(SlotExecutor):
         ray_exceptions = self._ray.exceptions
         lost = (ray_exceptions.WorkerCrashedError, ray_exceptions.NodeDiedError,
                 ray_exceptions.ObjectLostError)
+        if isinstance(exc, ray_exceptions.RayTaskError):  # the task itself failed, not fn
+            return PipelineError(
+                f"a Ray task of stage {self.stage!r}{what} failed outside the function "
+                f"(the function and input must unpickle on every node: defined at module "
+                f"level of an importable module, or in __main__): {exc}")
         if isinstance(exc, lost) and self._reachable():
             return WorkerDiedError(
                 f"a Ray task of stage {self.stage!r}{what} was lost more often than "

@@ -1,0 +1,305 @@
+"""feedline on Ray vs feedline on processes vs Ray Data's own pipeline (issue 26).
+
+The same work for all three, on the same corpus and the same 2 cores: read each JPEG,
+decode + RandomResizedCrop 224 + random mirror (feedline's ``Compose.decode``, seeded
+per item), batches of 64 consumed as torch tensors:
+
+* feedline ``backend="process"``: ``from_random_access(RecordIO).global_shuffle()
+  .map(aug, num_workers=2).batch(64)``;
+* feedline ``backend="ray"``: the same pipeline, ``backend="ray"``, on a 2-node local
+  cluster (head + a second node, one CPU each: the same 2 cores);
+* Ray Data: ``read_binary_files(folder).map(aug).iter_torch_batches(batch_size=64)``
+  (Ray has no RecordIO reader, so it reads the original files) on that cluster.
+
+Ray runs only inside a loopback-only network namespace (``tests/ray_cluster.py``), and
+every Ray process is stopped before the benchmark returns. Reported per pipeline:
+images/s, time to first batch, peak memory (summed RSS of the pipeline's processes:
+the trainer, its workers or the Ray node processes), and the CPU overhead per item: CPU
+seconds of all those processes minus the CPU that the same work takes in one thread,
+divided by the items. Goals (issue 26): Ray overhead at most 0.15 CPU-ms per item,
+feedline on Ray at least 1.3x Ray Data's own pipeline.
+
+Command: ``python benchmarks/bench_ray.py [--count 600]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import harness
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+BATCH = 64
+_AUG = None
+
+
+def aug(payload: bytes):
+    """Decode + RandomResizedCrop 224 + mirror, seeded from the item's seed."""
+    global _AUG
+    from feedline.runtime.seeding import current_item_seed
+
+    if _AUG is None:
+        from feedline.image.augment import Compose, HorizontalFlip, RandomResizedCrop
+
+        _AUG = Compose([RandomResizedCrop(224), HorizontalFlip()])
+    return _AUG.decode(payload, seed=current_item_seed() or 0)
+
+
+class Payloads:
+    """The JPEG payloads of a RecordIO file by index (opens lazily; pickles as paths)."""
+
+    def __init__(self, rec: str, idx: str, count: int) -> None:
+        self.rec, self.idx, self.count = rec, idx, count
+        self._reader = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_reader": None}
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> bytes:
+        from feedline.formats.recordio import IndexedRecordIO, unpack
+
+        if self._reader is None:
+            self._reader = IndexedRecordIO(self.idx, self.rec, "r")
+        return unpack(self._reader.read_idx(i))[1]
+
+
+# ---------------------------------------------------------------- process accounting
+def _ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _marked() -> list[int]:
+    """This benchmark's processes: every one whose environment names the run's folder."""
+    needle = os.environ["FEEDLINE_RAY_PRIVATE"].encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle in f.read():
+                        pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
+
+
+class Meter:
+    """CPU ticks and peak summed RSS of the marked processes while a pipeline runs."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._last: dict[int, int] = {}
+        self._first: dict[int, int] = {}
+
+    def _sample(self) -> None:
+        total = 0
+        for pid in _marked():
+            try:
+                ticks, rss = _ticks(pid), _rss(pid)
+            except OSError:
+                continue
+            self._first.setdefault(pid, ticks)
+            self._last[pid] = ticks
+            total += rss
+        self.peak = max(self.peak, total)
+
+    def __enter__(self) -> Meter:
+        self._sample()
+        self._first = dict(self._last)
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.05):
+            self._sample()
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self._last[p] - self._first.get(p, 0) for p in self._last) / os.sysconf(
+            "SC_CLK_TCK")
+
+
+def consume(batches, count: int) -> tuple[float, float]:
+    """(seconds to the first torch batch, total seconds) over one epoch."""
+    import numpy as np
+    import torch
+
+    start = time.perf_counter()
+    first = None
+    seen = 0
+    for batch in batches:
+        if isinstance(batch, dict):  # Ray Data's iter_torch_batches
+            tensor = batch["image"]
+        else:
+            tensor = torch.from_numpy(np.stack(batch))
+        seen += tensor.shape[0]
+        if first is None:
+            first = time.perf_counter() - start
+    assert seen == count, (seen, count)
+    return first or 0.0, time.perf_counter() - start
+
+
+def inside(folder: str, rec: str, idx: str, count: int, out: str) -> None:
+    """The measurements, inside the namespace."""
+    import ray
+
+    from feedline import Dataset
+    from ray_cluster import LocalCluster
+
+    payloads = Payloads(rec, idx, count)
+    # the work itself, in one thread
+    t0 = time.process_time()
+    from feedline.runtime.seeding import seeded_item
+
+    for i in range(count):
+        with seeded_item(i):
+            aug(payloads[i])
+    work_cpu = (time.process_time() - t0) / count
+
+    rows: dict = {"work_cpu_ms": work_cpu * 1e3}
+    cluster = LocalCluster()
+    try:
+        cluster.start()
+        ray.init(address=cluster.address, log_to_driver=False)
+        cluster.wait_nodes(2)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        ray.get([ray.remote(lambda: 0).remote() for _ in range(4)])  # workers up
+        time.sleep(2.0)
+        with Meter() as idle:  # the cluster doing nothing: its own background CPU
+            t_idle = time.perf_counter()
+            time.sleep(3.0)
+            t_idle = time.perf_counter() - t_idle
+        idle_cpu_per_s = idle.cpu_seconds / t_idle
+        rows["idle_cpu_per_s"] = idle_cpu_per_s
+        rows["idle_mib"] = idle.peak / 2**20
+
+        def feedline_run(backend: str) -> tuple:
+            ds = (Dataset.from_random_access(payloads).global_shuffle(seed=0)
+                  .map(aug, num_workers=2, backend=backend, seed=0).batch(BATCH))
+            consume(ds, count)  # warm-up epoch: workers started, code imported
+            with Meter() as meter:
+                first, total = consume(ds, count)
+            ds.close()
+            return first, total, meter
+
+        def ray_data_run() -> tuple:
+            def row_aug(row: dict) -> dict:
+                return {"image": aug(row["bytes"])}
+
+            def epoch():
+                ds = ray.data.read_binary_files(folder).map(row_aug)
+                return ds.iter_torch_batches(batch_size=BATCH)
+
+            consume(epoch(), count)
+            with Meter() as meter:
+                first, total = consume(epoch(), count)
+            return first, total, meter
+
+        for name, run in (("process", lambda: feedline_run("process")),
+                          ("ray", lambda: feedline_run("ray")),
+                          ("ray_data", ray_data_run)):
+            best = None
+            for _ in range(2):
+                first, total, meter = run()
+                if best is None or total < best[1]:
+                    best = (first, total, meter.cpu_seconds, meter.peak)
+            assert best is not None
+            background = idle_cpu_per_s * best[1]
+            rows[name] = {"rate": count / best[1], "first_s": best[0],
+                          "overhead_ms": (best[2] - work_cpu * count) / count * 1e3,
+                          "net_overhead_ms": (best[2] - background - work_cpu * count)
+                          / count * 1e3,
+                          "peak_mib": (best[3] - idle.peak) / 2**20}
+    finally:
+        ray.shutdown()
+        cluster.stop()
+    with open(out, "w") as f:
+        json.dump(rows, f)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=600)
+    args = parser.parse_args(argv)
+    import bench_image
+    import ray_cluster
+
+    reason = ray_cluster.skip_reason()
+    if reason:
+        print(f"bench_ray: not run: {reason}", file=sys.stderr)
+        return
+    folder = bench_image.image_folder(args.count)
+    rec = bench_image.packed(folder, "recordio", 1)[0]
+    idx = os.path.splitext(rec)[0] + ".idx"
+    result = ray_cluster.run_in_namespace(
+        str(HERE / "bench_ray.py"), "--inside", str(folder), rec, idx, str(args.count),
+        timeout=900)
+    if "process" not in result:
+        raise SystemExit(f"bench_ray failed:\n{result.get('stderr')}")
+    import ray
+
+    def row(label: str, key: str, goal: str = "") -> list:
+        r = result[key]
+        return [label, f"{r['rate']:,.0f}/s", f"{r['first_s']:.2f} s",
+                f"{r['overhead_ms']:.3f}", f"{r['net_overhead_ms']:.3f}",
+                f"{r['peak_mib']:,.0f} MiB",
+                harness.ratio(result["ray"]["rate"], r["rate"]), goal]
+
+    table = harness.markdown_table(
+        ["pipeline", "images/s", "first batch", "overhead CPU-ms/item",
+         "overhead less idle cluster", "peak memory above idle cluster",
+         "feedline ray / row", "goal"],
+        [row("feedline `backend=\"ray\"` (2 slots, 2-node cluster)", "ray",
+             "overhead <= 0.15 CPU-ms/item"),
+         row("feedline `backend=\"process\"` (2 workers)", "process"),
+         row(f"Ray Data {ray.__version__}: read_binary_files + map + iter_torch_batches", "ray_data",
+             ">= 1.3x")])
+    text = (
+        "## Ray: feedline on a cluster vs feedline processes vs Ray Data\n\n"
+        f"Read + decode + RandomResizedCrop 224 + mirror + batches of {BATCH} consumed as torch "
+        f"tensors, one epoch over {args.count} JPEGs of 400-520 px width "
+        f"({folder.name}, `benchmarks/make_images.py`), best of 2 epochs after a warm-up epoch. "
+        "Ray runs a head and a second node (one CPU each) on the same 2 cores, inside a "
+        "loopback-only network namespace. Overhead: CPU seconds of every process of the "
+        "pipeline (trainer, workers, Ray's node processes) minus the CPU the same work takes "
+        f"in one thread ({result['work_cpu_ms']:.2f} ms per image), per image; the next "
+        "column also takes away what the idle cluster's own processes burn meanwhile "
+        f"({result['idle_cpu_per_s'] * 1e3:.0f} CPU-ms per second, measured for 3 s before the "
+        "runs; they run during every row, the process row included). Peak memory: the summed "
+        "resident memory of those processes at their peak, less that of the idle cluster "
+        f"({result['idle_mib']:,.0f} MiB).\n\n"
+        f"{table}\n\nCommand: `python benchmarks/bench_ray.py --count {args.count}`\n")
+    harness.write_section("ray", text)
+    print(text)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--inside":
+        inside(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6])
+    else:
+        main()
