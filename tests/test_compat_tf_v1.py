@@ -258,6 +258,23 @@ def test_enqueue_many_takes_rows_and_slice_input_producer():
     assert sorted(seen) == sorted(list(range(20)) * 2) and seen[:20] != seen[20:]
 
 
+def test_read_up_to_gives_vectors_from_one_file():
+    queue = tf.train.string_input_producer(["file0.csv", "file1.csv"], num_epochs=1,
+                                           shuffle=False)
+    keys, values = tf.TextLineReader().read_up_to(queue, 3)
+    steps = [[k.decode() for k in ks] for ks in tf.iterate(keys)]
+    assert steps == [["file0.csv:1", "file0.csv:2", "file0.csv:3"], ["file0.csv:4", "file0.csv:5"],
+                     ["file1.csv:1", "file1.csv:2", "file1.csv:3"], ["file1.csv:4"]]
+    tf.reset_default_graph()
+    queue = tf.train.string_input_producer(["file0.csv", "file1.csv"], num_epochs=1,
+                                           shuffle=False)
+    keys, values = tf.TextLineReader().read_up_to(queue, 3)
+    lines = tf.train.batch([keys, values], batch_size=4, enqueue_many=True,
+                           allow_smaller_final_batch=True)
+    got = [k.decode() for ks, _ in tf.iterate(lines) for k in ks]
+    assert got == [row[0] for row in TF["csv_in_order"][:9]]
+
+
 def test_keys_for_text_header_and_overlapping_fixed_records(tmp_path):
     (tmp_path / "h.csv").write_bytes(b"a,b\n1,2\n3,4\n")
     queue = tf.train.string_input_producer([str(tmp_path / "h.csv")], num_epochs=1,

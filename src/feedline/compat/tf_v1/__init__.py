@@ -222,14 +222,35 @@ class ReaderBase:
         return Dataset.from_reader(lambda: self._records(path, name))
 
     def read(self, queue: train.FilenameQueue, name: str | None = None) -> tuple[Tensor, Tensor]:
+        """The ``(key, value)`` tensors of one record per step."""
+        return self._read(queue, self.file_records, name or f"{type(self).__name__}.read")
+
+    def read_up_to(self, queue: train.FilenameQueue, num_records: int,
+                   name: str | None = None) -> tuple[Tensor, Tensor]:
+        """Up to ``num_records`` ``(key, value)`` pairs per step, as two vectors, all from
+        one file (fewer at a file's end), as TensorFlow's ``read_up_to``; pair it with
+        ``batch(..., enqueue_many=True)``."""
+        from feedline._internal.validate import positive_int
+
+        n = positive_int("num_records", num_records)
+        return self._read(queue, lambda f: self.file_records(f).batch(n, collate=_object_columns),
+                          name or f"{type(self).__name__}.read_up_to")
+
+    def _read(self, queue: train.FilenameQueue, per_file: Any, name: str) -> tuple[Tensor, Tensor]:
         if not isinstance(queue, train.FilenameQueue):
             raise TypeError(f"read needs a filename queue (train.string_input_producer), got "
                             f"{type(queue).__name__}")
-        ds = queue.dataset.interleave(self.file_records, cycle_length=1)
-        root = Root(ds, name=name or f"{type(self).__name__}.read", capacity=queue.capacity)
-        root.reader = self  # type: ignore[attr-defined]
+        root = Root(queue.dataset.interleave(per_file, cycle_length=1), name=name,
+                    capacity=queue.capacity)
+        root.per_file = per_file  # type: ignore[attr-defined]  # for readers joined on one queue
         root.queue = queue  # type: ignore[attr-defined]
         return (Tensor(root, lambda e, memo: e[0]), Tensor(root, lambda e, memo: e[1]))
+
+
+def _object_columns(records: list) -> tuple[np.ndarray, np.ndarray]:
+    keys, values = np.empty(len(records), dtype=object), np.empty(len(records), dtype=object)
+    keys[:], values[:] = [k for k, _ in records], [v for _, v in records]
+    return keys, values
 
 
 class TextLineReader(ReaderBase):

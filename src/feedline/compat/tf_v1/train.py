@@ -285,13 +285,13 @@ def _joined(tensors_list: Sequence[Any], what: str) -> tuple[Dataset, Any, bool,
         r.consumed = True
     queues = {id(getattr(r, "queue", None)) for r in roots}
     n = len(parts)
-    if len(queues) == 1 and all(hasattr(r, "reader") for r in roots):
+    if len(queues) == 1 and all(hasattr(r, "per_file") for r in roots):
         queue = roots[0].queue  # type: ignore[attr-defined]
 
         def file_elements(numbered: tuple[int, Any]) -> Dataset:
             k, filename = numbered
             leaves = parts[k % n][0]
-            return roots[k % n].reader.file_records(filename).map(  # type: ignore[attr-defined]
+            return roots[k % n].per_file(filename).map(  # type: ignore[attr-defined]
                 lambda e: tuple(evaluate(leaves, e)))
 
         ds = queue.dataset.enumerate().interleave(file_elements, cycle_length=n)
