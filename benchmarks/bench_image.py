@@ -242,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.workload == "resized":
         return
     idx = os.path.splitext(rec)[0] + ".idx"
+    marked_rec = packed(folder, "recordio", 1, restart_markers=True)[0]
     try:
         tfrecords = packed(folder, "tfrecord", max(2, cores))
     except ImportError as exc:  # the Example encoder is missing
@@ -254,6 +255,7 @@ def main(argv: list[str] | None = None) -> None:
     rows: dict[str, tuple] = {}
     versions = {}
     ceiling = None
+    extra: dict[str, float | None] = {}  # feedline on the restart-marker pack; DALI
     # the machine's speed drifts over minutes; rounds interleave the pipelines so that the
     # drift hits each alike, and each keeps its best round
     for _ in range(max(1, args.rounds)):
@@ -272,6 +274,11 @@ def main(argv: list[str] | None = None) -> None:
                 tf_rate = None
             now = (ours, mx_rate, tv_rate, tf_rate)
             rows[dtype] = tuple(best(a, b) for a, b in zip(rows.get(dtype, (None,) * 4), now))
+            marked, _ = feedline_rate(marked_rec, dtype, cores, args.epochs)
+            extra[f"rst {dtype}"] = best(extra.get(f"rst {dtype}"), marked)
+            dali, versions["dali"] = peer("dali", "dali_image.py", rec, idx, BATCH, cores, "crop",
+                                          dtype, args.epochs)
+            extra[f"dali {dtype}"] = best(extra.get(f"dali {dtype}"), dali)
         ceiling = best(ceiling, ceiling_rate(folder, cores, args.epochs))
 
     goals = {"mxnet": 3.0, "torchvision": 2.0, "tensorflow": 1.5}
@@ -286,6 +293,16 @@ def main(argv: list[str] | None = None) -> None:
             version = versions.get(key) or ""
             goal = f">= {goals[key]:.1f}x" + (f" ({version})" if version and version != "failed" else "")
             table.append([label, harness.fmt_rate(rate), harness.ratio(ours, rate), goal])
+        dali, marked = extra[f"dali {dtype}"], extra[f"rst {dtype}"]
+        dali_version = versions.get("dali") or ""
+        dali_note = f" ({dali_version})" if dali_version and dali_version != "failed" else ""
+        table.append([f"NVIDIA DALI CPU: decoders.image_crop + crop_mirror_normalize ({dtype})",
+                      harness.fmt_rate(dali), harness.ratio(ours, dali),
+                      (">= 1.2x" if dtype == "float32" else "") + dali_note])
+        table.append([f"feedline ImageRecordIter ({dtype}), pack --restart-markers",
+                      harness.fmt_rate(marked), harness.ratio(ours, marked), ""])
+        table.append([f"feedline on pack --restart-markers vs DALI ({dtype})", "",
+                      harness.ratio(marked, dali), ">= 1.5x" if dtype == "float32" else ""])
         table.append(
             [f"decode ceiling vs feedline ({dtype})", harness.fmt_rate(ceiling),
              f"{100 * ours / ceiling:.0f}% of ceiling", ">= 70%"]
@@ -429,7 +446,7 @@ def resized_workload(folder: pathlib.Path, rec: str, cores: int, args) -> None:
     variants = (("rst", True), ("plain", True), ("plain", False))
     recs = {"rst": marked_rec, "plain": rec}
     rates: dict[str, float | None] = {}
-    version = None
+    version = dali_version = None
     images = 0
     for _ in range(max(1, args.rounds)):
         for dtype in ("uint8", "float32"):
@@ -441,6 +458,10 @@ def resized_workload(folder: pathlib.Path, rec: str, cores: int, args) -> None:
             tv_rate, version = peer("torchvision", "torchvision_image.py", folder, BATCH, cores,
                                     dtype, args.epochs, "resized")
             rates[f"torchvision {dtype}"] = best(rates.get(f"torchvision {dtype}"), tv_rate)
+            idx = os.path.splitext(rec)[0] + ".idx"
+            dali, dali_version = peer("dali", "dali_image.py", rec, idx, BATCH, cores,
+                                      "resized", dtype, args.epochs)
+            rates[f"dali {dtype}"] = best(rates.get(f"dali {dtype}"), dali)
         for pack, plan in variants:
             rate, _ = feedline_rate(recs[pack], "uint8", cores, args.epochs, crop="resized",
                                     plan=plan, size=112)
@@ -469,6 +490,12 @@ def resized_workload(folder: pathlib.Path, rec: str, cores: int, args) -> None:
         tv_label = f"DataLoader + torchvision RandomResizedCrop(224) ({dtype}, original files)"
         goal = ">= 3.0x" + (f" ({version})" if version and version != "failed" else "")
         table.append([tv_label, harness.fmt_rate(tv), harness.ratio(ours, tv), goal])
+        dali = rates[f"dali {dtype}"]
+        dali_goal = ">= 2.5x" + (f" ({dali_version})" if dali_version and dali_version != "failed"
+                                 else "")
+        table.append([f"NVIDIA DALI CPU: decoders.image_random_crop + resize + "
+                      f"crop_mirror_normalize ({dtype}, original files)", harness.fmt_rate(dali),
+                      harness.ratio(ours, dali), dali_goal])
         table.append(["full-decode ceiling of the files feedline reads (restart markers)",
                       harness.fmt_rate(ceiling_marked), harness.ratio(ours, ceiling_marked),
                       ">= 1.5x"])

@@ -5,7 +5,7 @@ in the same run, the peer it is compared with, then calls :func:`write_section` 
 section. :func:`collect` (run by ``python benchmarks/run_all.py``) assembles the sections into
 ``BENCHMARKS.md`` at the repository root, headed by a description of the machine.
 
-Peers (TensorFlow, torchvision, MXNet, PaddlePaddle) are never dependencies of feedline. Each lives in
+Peers (TensorFlow, torchvision, MXNet, PaddlePaddle, NVIDIA DALI) are never dependencies of feedline. Each lives in
 its own virtual environment under :data:`PEERS_DIR` (``<repo>/../peers`` unless ``FEEDLINE_PEERS``
 says otherwise; ``benchmarks/README.md`` tells how to make them). A peer measurement is a small
 script run under that environment's Python by :func:`run_peer`, which prints its result as one JSON
@@ -60,7 +60,7 @@ PEERS_DIR = pathlib.Path(os.environ.get("FEEDLINE_PEERS") or REPO_ROOT.parent / 
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 
 #: The peer environments a benchmark may ask for, by name.
-PEERS = ("tensorflow", "torchvision", "mxnet", "paddle")
+PEERS = ("tensorflow", "torchvision", "mxnet", "paddle", "dali")
 
 #: What a table cell says for a peer whose environment is missing.
 NOT_INSTALLED = "not installed"
@@ -71,6 +71,7 @@ _VERSION_CODE = {
     "torchvision": "import torch, torchvision as m; print(f'{m.__version__} (torch {torch.__version__})')",
     "mxnet": "import mxnet as m; print(m.__version__)",
     "paddle": "import paddle as m; print(m.__version__)",
+    "dali": "import nvidia.dali as m; print(f'{m.__version__} (CPU pipelines, device_id=None)')",
 }
 
 
@@ -89,7 +90,7 @@ def peer_python(name: str) -> str | None:
     >>> peer_python("no-such-peer")
     Traceback (most recent call last):
     ...
-    ValueError: `name` must be one of tensorflow, torchvision, mxnet, paddle, got 'no-such-peer'
+    ValueError: `name` must be one of tensorflow, torchvision, mxnet, paddle, dali, got 'no-such-peer'
     """
     _check_name(name)
     python = PEERS_DIR / name / "bin" / "python"
