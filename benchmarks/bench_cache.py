@@ -4,8 +4,10 @@ The pipeline reads JPEG files (made by ``make_images.py``), decodes them, then r
 224x224 and flips at random. With the cache, the decoded images are cached on disk after
 decoding (``.map(decode).cache(dir)``) and the augmentation runs after the cache, so every
 epoch still gets new crops; tf.data's ``.map(decode).cache(filename)`` is the same placement.
-Epoch 1 reads and decodes (and fills the cache); epoch 2 (best of three) reads the cache. Maps
-run in the consumer's thread on both sides.
+Epoch 1 reads and decodes (and fills the cache); epoch 2 (best of three) reads the cache.
+feedline's maps run in the consumer's thread; tf.data's run with its default options, whose
+optimisations (``map_parallelization``, ``inject_prefetch``) may run them in parallel and in
+the background.
 
     python benchmarks/bench_cache.py [--count N]
 """
@@ -113,7 +115,9 @@ def main(argv: list[str] | None = None) -> None:
         "## Cache: epoch 2 of decode + augment\n\n"
         f"{n} JPEGs (about 400-520 px wide) read from files, decoded, then a random 224x224 "
         "crop and flip; the cache sits after decoding, so epoch 2 reads decoded images and "
-        "still draws new crops. Maps run in the consumer's thread on both sides. Epoch 2 is "
+        "still draws new crops. feedline's maps run in the consumer's thread; tf.data's run "
+        "with its default options, whose optimisations (`map_parallelization`, "
+        "`inject_prefetch`) may run its maps in parallel and in the background. Epoch 2 is "
         f"the best of three. TensorFlow {version}.\n\n"
         + harness.markdown_table(
             ["pipeline", "epoch 1 images/s", "epoch 2 images/s", "epoch 2 speed-up vs "

@@ -5,7 +5,9 @@ Runs under the TensorFlow peer's Python (``harness.run_peer("tensorflow", ...)``
     python benchmarks/peers/tensorflow_cache.py CACHE_FILE|none FILE [FILE ...]
 
 ``from_tensor_slices(files) -> read_file -> decode_jpeg -> [cache(CACHE_FILE)] -> random_crop 224
--> random flip``, maps run sequentially (as the feedline side does). Times epoch 1 (which fills
+-> random flip`` with tf.data's default options (its default optimisations,
+``map_parallelization`` and ``inject_prefetch``, may run the maps in parallel and in the
+background; feedline's side runs them in the consumer's thread). Times epoch 1 (which fills
 the cache) and the best of three later epochs. Prints one JSON object on its last line.
 """
 
