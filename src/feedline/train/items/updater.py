@@ -85,7 +85,6 @@ class PassType(enum.Enum):
     TEST = "test"
 
 
-
 class SparseDenseOptimizer:
     """Several torch optimizers stepped as one (the dense parameters' and the sparse
     embedding tables'), with the ``torch.optim.Optimizer`` calls the updater uses.
