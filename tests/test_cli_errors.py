@@ -77,7 +77,7 @@ def test_missing_file(capsys, tmp_path, command):
 def test_missing_file_pack_and_demo(capsys, tmp_path):
     status, out, err = _run(capsys, "pack", tmp_path / "nope", tmp_path / "out")
     assert status == 2 and out == ""
-    _one_line(err, "pack", "nope' is neither a folder nor a .lst file")
+    _one_line(err, "pack", "nope: no such file or directory")
     status, out, err = _run(capsys, "pack", tmp_path / "nope.lst", tmp_path / "out")
     assert status == 2
     _one_line(err, "pack", "nope.lst")

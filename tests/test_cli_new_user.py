@@ -195,3 +195,23 @@ def test_progress_bar_running_means_are_weighted():
         from feedline.train.items import Progress
 
         Progress(total=0)
+
+
+def test_pack_refuses_a_file_that_is_no_list_as_the_wrong_input(capsys, tmp_path, wrong_files):
+    status, out, err = _run(capsys, "pack", tmp_path / "absent", tmp_path / "out")
+    assert status == 2 and err == f"feedline pack: error: {tmp_path / 'absent'}: no such file or directory\n"
+    table = tmp_path / "table.csv"
+    table.write_text("a,b\n1,2\n")
+    for source, content in ((table, "CSV"), (wrong_files["text"], "text")):
+        status, out, err = _run(capsys, "pack", source, tmp_path / "out")
+        assert status == 2 and out == ""
+        assert f"{source}: not an im2rec .lst list" in err and f"its content is {content}" in err
+    assert not list(tmp_path.glob("out*"))  # nothing written
+
+
+def test_inspect_a_missing_url_is_a_missing_file(capsys):
+    pytest.importorskip("fsspec")
+    url = "memory://feedline-new-user/absent.tfrecord"
+    status, out, err = _run(capsys, "inspect", url)
+    assert status == 2 and out == ""  # no "?, ? bytes" summary line
+    assert err == f"feedline inspect: error: {url}: no such file\n"

@@ -355,7 +355,10 @@ def inspect_file(path: str | os.PathLike, *, limit: int = 3) -> dict[str, Any]:
             str(exc) if isinstance(exc, (FeedlineError, UsageError))
             else f"{type(exc).__name__}: {exc}"
         )
-        out["status"] = exit_status(exc) if isinstance(exc, UsageError) else 1
+        # a missing file (also a URL) is the wrong input (2), as a missing local path is
+        out["status"] = exit_status(exc) if isinstance(exc, (UsageError, FileNotFoundError)) else 1
+        if isinstance(exc, FileNotFoundError):
+            out["error"] = f"{path}: no such file"
     return out
 
 
@@ -440,7 +443,9 @@ def _print_record(item: dict[str, Any], write) -> None:
 
 
 def _print_summary(info: dict[str, Any], write) -> None:
-    fmt = info["format"] or "?"
+    if info["format"] is None:  # nothing could be read: the error line says why
+        return
+    fmt = info["format"]
     if info.get("compression"):
         fmt += f" ({info['compression']})"
     write(f"{info['path']}: {fmt}, {info.get('size_bytes', '?')} bytes")

@@ -19,6 +19,7 @@ See :func:`feedline.image.pack.pack_images` for the exact semantics of every opt
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from feedline._internal.validate import positive_int_arg
@@ -158,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
     exts = tuple(e.strip() for text in args.exts for e in text.split(",") if e.strip())
     if args.list:
         return _run_list(args, exts)
+    _check_source(args.source)
     listing = [flag for flag, on in (("--recursive", args.recursive), ("--chunks", args.chunks != 1),
                                      ("--train-ratio", args.train_ratio != 1.0),
                                      ("--test-ratio", args.test_ratio != 0.0)) if on]
@@ -201,6 +203,35 @@ def run(args: argparse.Namespace) -> int:
         for index, path, reason in result.skipped[:20]:
             print(f"  {index}\t{path}: {reason}", file=sys.stderr)
     return 0
+
+
+def _check_source(source: str) -> None:
+    """Refuse (exit status 2) a source that is missing, or a file that is no ``.lst`` list
+    (a record file, a CSV table): a wrong file is the wrong input, not a damaged list.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp(); table = os.path.join(d, "table.csv")
+    >>> with open(table, "w") as f: _ = f.write("a,b" + chr(10))
+    >>> _check_source(table)
+    Traceback (most recent call last):
+    ...
+    feedline.cli.UsageError: ...table.csv: not an im2rec .lst list (index<TAB>label(s)<TAB>path lines; its content is CSV); feedline pack takes a folder with one subfolder per class, or a .lst file
+    """
+    from feedline.cli import FORMAT_LABELS, UsageError
+    from feedline.formats.detect import detect_format
+
+    if not os.path.exists(source):
+        raise UsageError(f"{source}: no such file or directory")
+    if os.path.isdir(source) or source.lower().endswith(".lst"):
+        return  # a .lst with a bad line is a damaged list (exit status 1), reported by pack
+    with open(source, "rb") as f:
+        first = f.readline(1 << 16)
+    if len(first.rstrip(b"\r\n").split(b"\t")) >= 3:
+        return  # a list under another name
+    fmt = detect_format(source)[0]
+    raise UsageError(f"{source}: not an im2rec .lst list (index<TAB>label(s)<TAB>path lines; its "
+                     f"content is {FORMAT_LABELS.get(fmt, fmt)}); feedline pack takes a folder "
+                     "with one subfolder per class, or a .lst file")
 
 
 def _run_list(args: argparse.Namespace, exts: tuple[str, ...]) -> int:
