@@ -60,6 +60,13 @@ def test_fingerprint_changes_with_every_value(make):
     assert pipeline_fingerprint(make(1)) == pipeline_fingerprint(make(1))
 
 
+def test_fingerprint_reads_tensor_values():
+    torch = pytest.importorskip("torch")  # pip install 'feedline[torch]'
+    a = pipeline_fingerprint(Dataset.from_arrays(torch.arange(5)))
+    assert a == pipeline_fingerprint(Dataset.from_arrays(torch.arange(5)))
+    assert a != pipeline_fingerprint(Dataset.from_arrays(torch.arange(5) + 1))
+
+
 def test_fingerprint_follows_module_globals_a_function_reads(monkeypatch):
     before = pipeline_fingerprint(Dataset.range(3).map(_scaled))
     monkeypatch.setattr(sys.modules[__name__], "SCALE", 3)

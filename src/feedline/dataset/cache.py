@@ -24,7 +24,8 @@ replayed, not redrawn, so shuffle after it.
   and modules; another object there, such as a logger, by its type); ``functools.partial`` by its
   function and arguments; bound methods by their function and object; other objects by
   their class and every attribute (``__dict__`` and ``__slots__``), or what pickle keeps
-  of them. A changed pipeline therefore writes a new cache. A value none of these
+  of them; tensors and frames (anything numpy reads through ``__array__``) by their
+  values. A changed pipeline therefore writes a new cache. A value none of these
   describe (a generator object, an unpicklable object without attributes) makes
   ``cache()`` raise ``TypeError`` naming the stage and option rather than risk replaying
   a stale cache. The *contents* of the files a source reads are not part of it: after
@@ -273,6 +274,15 @@ def _describe_container(value: Any, depth: int, seen: set[int]) -> Any:
                 _describe(owner, depth + 1, seen)]
     if isinstance(value, (types.GeneratorType, types.CoroutineType)):
         raise _Unhashable(f"a {type(value).__name__} (its position cannot be described)")
+    if hasattr(value, "__array__") and not isinstance(value, Dataset):
+        # a torch/JAX tensor, a pandas frame: its values (its attributes do not hold them)
+        try:
+            array = np.asarray(value)
+        except Exception as exc:  # noqa: BLE001 - any conversion failure: cannot describe
+            raise _Unhashable(f"a {type(value).__qualname__} whose values numpy cannot "
+                              f"read ({exc})") from exc
+        return [f"{type(value).__module__}.{type(value).__qualname__}",
+                _describe(array, depth + 1, seen)]
     state = _state_of(value)
     if state is not None:  # an object: its class and every attribute (``__slots__`` too)
         return ["object", f"{type(value).__module__}.{type(value).__qualname__}",
