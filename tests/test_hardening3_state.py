@@ -54,6 +54,9 @@ def _scaled(x):
     pytest.param(lambda v: Dataset.range(3).map(lambda x, t=(0,) * 70 + (v,): x + t[-1]),
                  id="long-default-tuple"),
     pytest.param(lambda v: Dataset.range(3).map(lambda x: x + np.float32(v)), id="numpy-scalar"),
+    pytest.param(lambda v: (lambda inner: Dataset.range(2).interleave(lambda i: inner,
+                                                                      cycle_length=1))(
+                     Dataset.range(3 + v)), id="dataset-in-a-closure"),
 ])
 def test_fingerprint_changes_with_every_value(make):
     assert pipeline_fingerprint(make(1)) != pipeline_fingerprint(make(2))

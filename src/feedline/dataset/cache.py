@@ -231,8 +231,8 @@ def _describe(value: Any, depth: int = 0, seen: set[int] | None = None) -> Any:
         return ["class", f"{value.__module__}.{value.__qualname__}"]
     if isinstance(value, types.ModuleType):
         return ["module", value.__name__]
-    if isinstance(value, Dataset):
-        return None  # described as a parent
+    if isinstance(value, Dataset):  # in a list of inputs, in a closure: its whole pipeline
+        return ["dataset", pipeline_fingerprint(value)]
     seen = set() if seen is None else seen
     if id(value) in seen:
         return ["cycle"]
