@@ -332,6 +332,8 @@ def test_reader_states_are_checked(tmp_path):
     (lambda: Dataset.range(6).flat_map(lambda x: Dataset.range(x % 3 + 1)), ("produced",), 99),
     (lambda: Dataset.range(20).batch(3).unbatch(), ("input", "start"), 10**6),
     (lambda: Dataset.range(20).batch(3).unbatch(), ("input", "read"), "2"),
+    (lambda: Dataset.range(3).interleave(lambda i: Dataset.range(5), cycle_length=2),
+     ("source_done",), "no"),
 ])
 def test_tfdata_stage_states_are_checked(make, where, value):
     ds = make()

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from feedline._internal.state import state_bool
 from feedline._internal.validate import non_negative_int, optional_positive_int, positive_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
@@ -178,7 +179,7 @@ class _InterleaveIterator(DatasetIterator):
             raise StateError(f"interleave state cursor {cursor} / taken {taken} out of range")
         self._close_slots()
         self._source.set_state(state["source"])
-        self._source_done = bool(state["source_done"])
+        self._source_done = state_bool(state, "source_done", "interleave")
         for i, s in enumerate(state["slots"]):
             if s is not None:
                 self._slots[i] = self._open(s["element"], s["state"])
