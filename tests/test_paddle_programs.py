@@ -44,6 +44,17 @@ from feedline.train.items import (
 
 from tests.peer_outputs import paddle_dataset_files as files
 
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The models here are tiny: one intra-op thread, so a busy machine's other processes
+    do not make torch's thread pool wait (restored after each test)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 RECORDED = json.loads((pathlib.Path(files.__file__).parent / "paddle_datasets_outputs.json")
                       .read_text())
 
