@@ -2,7 +2,8 @@
 ``group_by_window`` throughput on the per-item path.
 
 Both sides build the same pipelines over integer sources and iterate them from Python, as a
-training loop does, in the consumer's thread (no parallel calls):
+training loop does (feedline in the consumer's thread; tf.data without parallel calls, with
+its default options, which may still prefetch in the background):
 
 * interleave: 16 inputs of 4,000 items each, ``cycle_length=4, block_length=2``;
 * group_by_window: 64,000 items, key ``x % 8``, windows of 32 reduced to batches of 32.
@@ -69,9 +70,11 @@ def main(argv: list[str] | None = None) -> None:
     text = (
         f"## tf.data operations: interleave and group_by_window (feedline vs tf.data, "
         f"TensorFlow {version})\n\n"
-        "The same pipelines over integer sources, iterated from Python in the consumer's "
-        "thread (tf.data without parallel calls, as the per-item path); items per second, "
-        "best of three epochs. feedline's order is tf.data's (checked by "
+        "The same pipelines over integer sources, iterated from Python item by item (the "
+        "per-item path): feedline in the consumer's thread; tf.data without "
+        "`num_parallel_calls`, with its default options (its automatic optimizations may "
+        "still run the pipeline ahead in a background thread). Items per second, best of "
+        "three epochs. feedline's order is tf.data's (checked by "
         "`tests/test_tfdata_ops.py` against outputs TensorFlow wrote). Command: "
         "`python benchmarks/bench_tfdata_ops.py`.\n\n"
         + harness.markdown_table(["operation", "feedline items/s", "tf.data items/s",
