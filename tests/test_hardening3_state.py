@@ -334,6 +334,14 @@ def test_reader_states_are_checked(tmp_path):
     (lambda: Dataset.range(20).batch(3).unbatch(), ("input", "read"), "2"),
     (lambda: Dataset.range(3).interleave(lambda i: Dataset.range(5), cycle_length=2),
      ("source_done",), "no"),
+    (lambda: Dataset.mix([Dataset.range(8), Dataset.range(9)], [0.5, 0.5], seed=1),
+     ("step",), -1),
+    (lambda: Dataset.mix([Dataset.range(8), Dataset.range(9)], [0.5, 0.5], seed=1),
+     ("given", 0), 10**12),
+    (lambda: Dataset.mix([Dataset.range(8), Dataset.range(9)], [0.5, 0.5], seed=1),
+     ("done",), "x"),
+    (lambda: Dataset.range(40).rejection_resample(lambda x: x % 2, [0.5, 0.5], seed=1),
+     ("counts", 0), 1.5),
 ])
 def test_tfdata_stage_states_are_checked(make, where, value):
     ds = make()

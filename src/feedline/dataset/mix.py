@@ -42,12 +42,13 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
+from feedline._internal.state import state_bool, state_int, state_list
 from feedline._internal.validate import check_bool
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.concat import check_datasets
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.dataset.shuffle import CounterRandom, resolve_seed
-from feedline.exceptions import StateError
+from feedline.exceptions import InvalidStateError, StateError
 
 __all__ = ["MixDataset", "ChooseDataset"]
 
@@ -188,8 +189,20 @@ class _MixIterator(DatasetIterator):
     def set_state(self, state: dict[str, Any]) -> None:
         check_state(state, "mix", ("children", "step", "active", "rounds", "given", "done"))
         n = len(self._children)
-        if len(state["children"]) != n:
+        if not isinstance(state["children"], list) or len(state["children"]) != n:
             raise StateError(f"mix state has {len(state['children'])} datasets, this mix has {n}")
+        step = state_int(state, "step", "mix")
+        done = state_bool(state, "done", "mix")
+        fields = {key: state_list(state, key, "mix") for key in ("active", "rounds", "given")}
+        for key, values in fields.items():
+            check = state_bool if key == "active" else state_int
+            if len(values) != n:
+                raise InvalidStateError(f"state of stage 'mix': `{key}` must hold {n} values")
+            for i in range(n):
+                check({f"{key}[{i}]": values[i]}, f"{key}[{i}]", "mix")
+        if sum(fields["given"]) > step or (not self._ds._cycle and any(fields["rounds"])):
+            raise InvalidStateError("state of stage 'mix': `given`/`rounds` do not fit `step` "
+                                    f"{step} and cycle={self._ds._cycle}")
         for i, rounds in enumerate(state["rounds"]):
             if rounds != self._rounds[i]:
                 self._children[i].close()
@@ -198,10 +211,10 @@ class _MixIterator(DatasetIterator):
                 self._children[i] = self._ds._parents[i]._build(self._ctx.with_epoch(epoch))
         for c, s in zip(self._children, state["children"]):
             c.set_state(s)
-        self._step = int(state["step"])
-        self._active = [bool(a) for a in state["active"]]
-        self._given = [int(g) for g in state["given"]]
-        self._done = bool(state["done"])
+        self._step = step
+        self._active = list(fields["active"])
+        self._given = list(fields["given"])
+        self._done = done
         self._update_cdf()
 
     def close(self) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from feedline._internal.validate import non_negative_int
+from feedline._internal.state import state_int, state_list
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.dataset.shuffle import CounterRandom, resolve_seed
@@ -134,9 +134,13 @@ class _ResampleIterator(DatasetIterator):
         if len(state["counts"]) != self._counts.size:
             raise StateError(f"rejection_resample state has {len(state['counts'])} classes, "
                              f"this stage {self._counts.size}")
+        counts = state_list(state, "counts", "rejection_resample")
+        for k, count in enumerate(counts):
+            state_int({f"counts[{k}]": count}, f"counts[{k}]", "rejection_resample")
+        draws = state_int(state, "draws", "rejection_resample")
         self._parent.set_state(state["parent"])
-        self._draws = non_negative_int("state['draws']", state["draws"])
-        self._counts = np.asarray(state["counts"], dtype=np.int64)
+        self._draws = draws
+        self._counts = np.asarray(counts, dtype=np.int64)
 
     def close(self) -> None:
         self._parent.close()
