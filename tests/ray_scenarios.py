@@ -191,11 +191,7 @@ def main(workdir: str, out: str) -> None:
         with open(state_path, "w") as f:
             json.dump(it.get_state(), f)
         it.close()
-        resumed = subprocess.run(
-            [sys.executable, __file__, "--trainer", "resume", state_path, *CORPUS],
-            capture_output=True, text=True, timeout=180)
-        results["resumed"] = json.loads(resumed.stdout.strip().splitlines()[-1]) \
-            if resumed.returncode == 0 else resumed.stderr[-3000:]
+        results["resumed"] = resume_in_new_process("resume", state_path)
 
         # 2b. two trainer ranks save mid-epoch; one new process resumes rank 0's state
         results["all_items"] = sorted(decode_digest(Records(*CORPUS)[i]) for i in range(N_IMAGES))
@@ -207,12 +203,8 @@ def main(workdir: str, out: str) -> None:
                 with open(state_path, "w") as f:
                     json.dump(it.get_state(), f)
             it.close()
-        resumed = subprocess.run(
-            [sys.executable, __file__, "--trainer", "resume1", state_path, *CORPUS],
-            capture_output=True, text=True, timeout=180)
         results["ranks_before"] = seen
-        results["ranks_resumed"] = json.loads(resumed.stdout.strip().splitlines()[-1]) \
-            if resumed.returncode == 0 else resumed.stderr[-3000:]
+        results["ranks_resumed"] = resume_in_new_process("resume1", state_path)
 
         # 2c. pack --ray: the same bytes as a local pack
         results["pack"] = pack_both(workdir)
@@ -263,6 +255,15 @@ def main(workdir: str, out: str) -> None:
             cluster.stop()
         with open(out, "w") as f:
             json.dump(results, f)
+
+
+def resume_in_new_process(mode: str, state_path: str) -> list | str:
+    """What a new trainer process resuming ``state_path`` yields (its stderr if it failed)."""
+    done = subprocess.run([sys.executable, __file__, "--trainer", mode, state_path, *CORPUS],
+                          capture_output=True, text=True, timeout=180)
+    if done.returncode != 0:
+        return done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def pack_both(workdir: str) -> dict:
