@@ -123,7 +123,7 @@ def test_invalid_utf8_in_an_arrow_batch_is_named_under_every_policy(tmp_path, st
     path = str(tmp_path / "t.arrow")
     _write_ipc(path, _table(), stream)
     _break_utf8(path)
-    where = r"t\.arrow: record 1 at byte \d+: " if stream else r"t\.arrow: record 1: "
+    where = r"t\.arrow: record 1 at byte \d+: "
     for on_error in ("raise", "skip", "warn"):
         with pytest.raises(CorruptRecordError, match=where + "record batch 1 does not decode"):
             read_rows(path, on_error=on_error).to_list()
@@ -230,3 +230,18 @@ def test_a_damaged_saved_dataset_folder_is_a_named_error(tmp_path, state, proble
     (tmp_path / "dataset_dict.json").write_bytes(b"{\"splits\": [\"../..\"]}")
     with pytest.raises(CorruptRecordError, match=r"dataset_dict\.json: `splits` is not a list"):
         load_from_disk(str(tmp_path))
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "file"])
+def test_a_column_name_that_is_not_utf8_is_named_at_opening(tmp_path, stream):
+    bad, good = str(tmp_path / "bad.arrow"), str(tmp_path / "good.arrow")
+    table = pa.table({"colname_x": np.arange(10)})
+    _write_ipc(bad, table, stream)
+    _write_ipc(good, table, stream)
+    data = open(bad, "rb").read().replace(b"colname_x", b"colname\xff\xfe")
+    open(bad, "wb").write(data)
+    with pytest.raises(CorruptRecordError, match=r"bad\.arrow: unreadable schema: UnicodeDecodeError"):
+        read_rows(bad)
+    files = TableFiles([bad, good], on_error="skip")  # left out and listed
+    assert files.paths == [good] and files.skipped[0][0] == bad
+    assert read_rows(files).to_list()[:2] == [{"colname_x": 0}, {"colname_x": 1}]

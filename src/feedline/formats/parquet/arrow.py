@@ -332,7 +332,9 @@ class TableFiles:
                 pq = require("pyarrow.parquet", extra="parquet")
                 return _Handle(kind, source, pq.ParquetFile(source), None)
             if kind == "arrow_file":
-                return _Handle(kind, source, pa.ipc.open_file(source), None)
+                reader = pa.ipc.open_file(source)
+                return _Handle(kind, source, reader, None,
+                               _batch_offsets(source, reader.num_record_batches))
             reader = pa.ipc.open_stream(source)
             batches, offsets = [], []
             while True:
@@ -381,10 +383,12 @@ class TableFiles:
 
     def _check_schema(self, path: str, handle: _Handle) -> Any:
         pa = _pa()
-        if handle.kind == "parquet":
-            schema = handle.reader.schema_arrow
-        else:
-            schema = handle.reader.schema
+        with damage_as(path, "unreadable schema"):
+            if handle.kind == "parquet":
+                schema = handle.reader.schema_arrow
+            else:
+                schema = handle.reader.schema
+            schema.names  # noqa: B018 - names that are not UTF-8 fail here, not later
         if self.columns is None:
             return pa.schema(list(schema), metadata=None)
         fields = []
@@ -469,9 +473,9 @@ class TableFiles:
 
     @staticmethod
     def _offset(handle: _Handle, local: int) -> int | None:
-        """Byte offset of record batch ``local`` of an Arrow stream (noted while it was
-        read through); ``None`` otherwise. (A Parquet column chunk's offsets are not
-        asked for: pyarrow aborts the process on some damaged column metadata.)"""
+        """Byte offset of record batch ``local`` of an Arrow file (noted when it was
+        opened); ``None`` otherwise. (A Parquet column chunk's offsets are not asked for:
+        pyarrow aborts the process on some damaged column metadata.)"""
         if handle.offsets is not None and 0 <= local < len(handle.offsets):
             return handle.offsets[local]
         return None
@@ -512,6 +516,33 @@ class TableFiles:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+
+def _batch_offsets(source: Any, count: int) -> list[int] | None:
+    """Where each of the ``count`` record batches of a local (memory-mapped) Arrow IPC
+    file starts, from a walk over its messages (metadata only, bodies are mapped, not
+    read); ``None`` for a remote file (the walk would fetch it whole) or where the walk
+    does not find exactly ``count`` batches."""
+    pa = _pa()
+    if not isinstance(source, pa.MemoryMappedFile):
+        return None
+    offsets: list[int] = []
+    try:
+        source.seek(8)  # after the file format's "ARROW1\0\0"
+        messages = pa.ipc.MessageReader.open_stream(source)
+        while len(offsets) < count:
+            at = source.tell()
+            try:
+                message = messages.read_next_message()
+            except StopIteration:
+                break
+            if message.type == "record batch":
+                offsets.append(at)
+    except Exception:  # noqa: BLE001 - damaged messages: the batches say so when read
+        return None
+    finally:
+        source.seek(0)
+    return offsets if len(offsets) == count else None
 
 
 def _take(cursor: list, n: int) -> list:
