@@ -342,6 +342,8 @@ def test_reader_states_are_checked(tmp_path):
      ("done",), "x"),
     (lambda: Dataset.range(40).rejection_resample(lambda x: x % 2, [0.5, 0.5], seed=1),
      ("counts", 0), 1.5),
+    (lambda: Dataset.choose([Dataset.range(5), Dataset.range(5)],
+                            Dataset.from_iterable([0, 1] * 5)), ("empty", 1), "no"),
 ])
 def test_tfdata_stage_states_are_checked(make, where, value):
     ds = make()

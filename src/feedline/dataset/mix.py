@@ -299,12 +299,18 @@ class _ChooseIterator(DatasetIterator):
                 f"choose state has {len(state['children'])} datasets, "
                 f"this one has {len(self._children)}"
             )
+        empty = state_list(state, "empty", "choose")
+        if len(empty) != len(self._children):
+            raise InvalidStateError(
+                f"state of stage 'choose': `empty` must hold {len(self._children)} values")
+        for i, value in enumerate(empty):
+            state_bool({f"empty[{i}]": value}, f"empty[{i}]", "choose")
+        done = state_bool(state, "done", "choose")
+        count = state_int(state, "count", "choose")
         self._index.set_state(state["index"])
         for c, s in zip(self._children, state["children"]):
             c.set_state(s)
-        self._empty = [bool(e) for e in state["empty"]]
-        self._done = bool(state["done"])
-        self._count = int(state["count"])
+        self._empty, self._done, self._count = list(empty), done, count
 
     def close(self) -> None:
         self._index.close()
