@@ -158,7 +158,11 @@ def rank_main(rank: int, world: int, port: int, paths: list[str], names: list[st
               out: str) -> None:
     """One rank: join the group, run the scenarios, write every rank's results (rank 0)."""
     import json
+    import multiprocessing
 
+    # a spawned process defaults to spawning its own children; a rank that torchrun
+    # starts forks its DataLoader workers (Linux's default): do as torchrun's ranks do
+    multiprocessing.set_start_method("fork", force=True)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_WORLD_SIZE=str(world), NODE_RANK="0", MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))

@@ -447,8 +447,13 @@ class _Returns:
 # ---------------------------------------------------------------------- a pool of ranks
 
 def _serve(rank: int, world_size: int, backend: str, port: int, threads: int | None,
-           payload: bytes, conn: Any) -> None:
+           payload: bytes, conn: Any, start_method: str) -> None:
     """A :class:`RankPool` process: build the object, then run the calls it is sent."""
+    import multiprocessing
+
+    # a spawned process would spawn its own children (DataLoader workers) too; start
+    # them as the program's process does (fork on Linux), as a torchrun rank would
+    multiprocessing.set_start_method(start_method, force=True)
     _join_group(rank, world_size, backend, port, threads)
     obj: Any = None
     try:
@@ -513,7 +518,8 @@ class RankPool:
             for rank in range(nprocs):
                 mine, theirs = ctx.Pipe()
                 proc = ctx.Process(target=_serve, name=f"feedline-rank-{rank}",
-                                   args=(rank, nprocs, backend, port, threads, payload, theirs))
+                                   args=(rank, nprocs, backend, port, threads, payload, theirs,
+                                         mp.get_start_method()))
                 proc.start()
                 theirs.close()
                 self._procs.append(proc)
