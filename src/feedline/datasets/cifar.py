@@ -39,6 +39,9 @@ from feedline.exceptions import DataError
 
 __all__ = ["train10", "test10", "train100", "test100", "write", "cifar_pixels"]
 
+#: One sample: the image as a float32 vector and its label.
+Sample = tuple[np.ndarray, int]
+
 _ALLOWED = {
     ("numpy", "ndarray"),
     ("numpy", "dtype"),
@@ -121,12 +124,12 @@ def _read(path: str | os.PathLike, sub_name: str, label_key: bytes) -> Samples:
     return Samples(np.concatenate(images), np.concatenate(labels), cifar_pixels)
 
 
-def _reader(path: Any, sub_name: str, label_key: bytes, cycle: bool) -> Dataset:
-    ds: Dataset = from_random_access(_read(path, sub_name, label_key))
+def _reader(path: Any, sub_name: str, label_key: bytes, cycle: bool) -> Dataset[Sample]:
+    ds: Dataset[Sample] = from_random_access(_read(path, sub_name, label_key))
     return ds.repeat() if cycle else ds
 
 
-def train10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
+def train10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
     """CIFAR-10's 50,000 training images (members ``data_batch_*``) from the tarball at
     ``path``; see the module docstring.
 
@@ -140,7 +143,7 @@ def train10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
     return _reader(path, "data_batch", b"labels", cycle)
 
 
-def test10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
+def test10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
     """CIFAR-10's 10,000 test images (member ``test_batch``) from the tarball at ``path``.
 
     >>> import os, tempfile, numpy as np
@@ -153,7 +156,7 @@ def test10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
     return _reader(path, "test_batch", b"labels", cycle)
 
 
-def train100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
+def train100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
     """CIFAR-100's 50,000 training images (member ``train``, fine labels) from the
     tarball at ``path``.
 
@@ -167,7 +170,7 @@ def train100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
     return _reader(path, "train", b"fine_labels", cycle)
 
 
-def test100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset:
+def test100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
     """CIFAR-100's 10,000 test images (member ``test``, fine labels) from the tarball at
     ``path``.
 

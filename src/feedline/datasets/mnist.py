@@ -35,6 +35,9 @@ from feedline.formats.idx import read_idx
 
 __all__ = ["train", "test", "mnist_pixels", "digits_pixels"]
 
+#: One sample: the image as a float32 vector and its label.
+Sample = tuple[np.ndarray, int]
+
 _IDX = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
@@ -109,12 +112,12 @@ def _from_digits(part: str) -> Samples:
     return Samples(images[rows], labels[rows], digits_pixels)
 
 
-def _reader(directory: Any, part: str) -> RandomAccessDataset:
+def _reader(directory: Any, part: str) -> RandomAccessDataset[Sample]:
     samples = _from_digits(part) if directory is None else _from_idx(directory, part)
     return from_random_access(samples)
 
 
-def train(directory: str | os.PathLike | None = None) -> RandomAccessDataset:
+def train(directory: str | os.PathLike | None = None) -> RandomAccessDataset[Sample]:
     """The training reader: MNIST's 60,000 training images from the IDX files in
     ``directory``, or scikit-learn's digits (1,438 images) without one; see the module
     docstring. The files are read when this is called.
@@ -127,7 +130,7 @@ def train(directory: str | os.PathLike | None = None) -> RandomAccessDataset:
     return _reader(directory, "train")
 
 
-def test(directory: str | os.PathLike | None = None) -> RandomAccessDataset:
+def test(directory: str | os.PathLike | None = None) -> RandomAccessDataset[Sample]:
     """The test reader: MNIST's 10,000 ``t10k`` images from ``directory``, or
     scikit-learn's digits (359 images, none of them in :func:`train`'s) without one.
 
