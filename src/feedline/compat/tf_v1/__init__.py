@@ -211,7 +211,19 @@ def _name(filename: Any) -> tuple[str, bytes]:
 
 class ReaderBase:
     """A reader: ``read(queue)`` returns ``(key, value)`` tensors for the records of the
-    files the filename queue gives, one file after the other (``tf.ReaderBase``)."""
+    files the filename queue gives, one file after the other (``tf.ReaderBase``).
+
+    >>> import os, tempfile
+    >>> import feedline.compat.tf_v1 as tf
+    >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
+    >>> with open(path, "w") as f: _ = f.write("a" + chr(10) + "b" + chr(10))
+    >>> reader = tf.TextLineReader()
+    >>> isinstance(reader, tf.ReaderBase)
+    True
+    >>> key, value = reader.read(tf.train.string_input_producer([path], num_epochs=1))
+    >>> list(tf.iterate(value))
+    [b'a', b'b']
+    """
 
     def _records(self, path: str, name: bytes) -> Iterator[tuple[bytes, Any]]:  # pragma: no cover
         raise NotImplementedError

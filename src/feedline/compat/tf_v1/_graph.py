@@ -41,7 +41,13 @@ _STOP_GRACE = 30.0  # seconds a stopped runner may take to finish its element
 
 class Graph:
     """The roots made so far (TensorFlow's default graph, for ``start_queue_runners``),
-    and the coordinator that runners report to."""
+    and the coordinator that runners report to.
+
+    >>> import feedline.compat.tf_v1 as tf
+    >>> tf.reset_default_graph()
+    >>> isinstance(tf.get_default_graph(), tf.Graph)
+    True
+    """
 
     def __init__(self) -> None:
         self.roots: list[Root] = []
@@ -127,7 +133,22 @@ class QueueRunner:
     ``is_alive``. An exception in the pipeline is reported with
     ``coord.request_stop(ex)`` when a coordinator is registered (the queue closes, the
     reader gets ``OutOfRangeError`` and ``coord.join`` raises the exception, as in
-    TensorFlow); without one the reader gets the exception."""
+    TensorFlow); without one the reader gets the exception.
+
+    >>> import os, tempfile
+    >>> import feedline.compat.tf_v1 as tf
+    >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
+    >>> with open(path, "w") as f: _ = f.write("a" + chr(10) + "b" + chr(10))
+    >>> tf.reset_default_graph()
+    >>> key, value = tf.TextLineReader().read(tf.train.string_input_producer([path], num_epochs=1))
+    >>> coord = tf.train.Coordinator()
+    >>> runners = tf.train.start_queue_runners(coord=coord)
+    >>> [type(r).__name__ for r in runners], list(tf.iterate(value))
+    (['QueueRunner'], [b'a', b'b'])
+    >>> coord.request_stop(); coord.join(runners)
+    >>> [r.is_alive() for r in runners]
+    [False]
+    """
 
     _POLL = 0.05
 
@@ -211,6 +232,15 @@ class Tensor:
 
     ``set_shape(shape)`` checks every value's shape (``None`` matches any size), as
     TensorFlow's static shape check does when the graph runs.
+
+    >>> import os, tempfile
+    >>> import feedline.compat.tf_v1 as tf
+    >>> path = os.path.join(tempfile.mkdtemp(), "nums.csv")
+    >>> with open(path, "w") as f: _ = f.write("1,2" + chr(10) + "3,4" + chr(10))
+    >>> key, value = tf.TextLineReader().read(tf.train.string_input_producer([path], num_epochs=1))
+    >>> first, second = tf.decode_csv(value, record_defaults=[[0], [0]])
+    >>> isinstance(second, tf.Tensor), [int(v) for v in tf.iterate(second)]
+    (True, [2, 4])
     """
 
     __slots__ = ("root", "fn", "shape")

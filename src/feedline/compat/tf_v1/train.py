@@ -66,7 +66,13 @@ __all__ = [
 # ------------------------------------------------------------------ producers
 class FilenameQueue:
     """The filename queue ``string_input_producer`` returns: ``dataset`` is the
-    sequence of names the readers take, ``capacity`` how many are read ahead."""
+    sequence of names the readers take, ``capacity`` how many are read ahead.
+
+    >>> import feedline.compat.tf_v1 as tf
+    >>> queue = tf.train.string_input_producer(["a.csv", "b.csv"], num_epochs=2, shuffle=False)
+    >>> type(queue).__name__, queue.capacity, queue.dataset.to_list()
+    ('FilenameQueue', 32, ['a.csv', 'b.csv', 'a.csv', 'b.csv'])
+    """
 
     def __init__(self, dataset: Dataset, capacity: int) -> None:
         self.dataset = dataset
