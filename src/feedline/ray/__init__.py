@@ -159,23 +159,51 @@ def _read(kind: str, files: list[str], option: Any, parallelism: int) -> Any:
 
 
 def read_recordio(paths: Any, *, images: bool = False, parallelism: int = -1) -> Any:
-    """A Ray dataset of the records of RecordIO files; see the module docstring."""
+    """A Ray dataset of the records of RecordIO files; see the module docstring.
+
+    Needs Ray and a running (or local) cluster, so the example is not run by the tests:
+
+    >>> import feedline.ray as fr                                   # doctest: +SKIP
+    >>> fr.read_recordio("data/train.rec", images=True).take(1)[0]["label"]  # doctest: +SKIP
+    [3.0]
+    """
     return _read("recordio", _files(paths), images, parallelism)
 
 
 def read_tfrecord(paths: Any, *, parse_examples: bool = False, parallelism: int = -1) -> Any:
-    """A Ray dataset of the records (or parsed Examples) of TFRecord files."""
+    """A Ray dataset of the records (or parsed Examples) of TFRecord files.
+
+    Needs Ray and a running (or local) cluster, so the example is not run by the tests:
+
+    >>> import feedline.ray as fr                                    # doctest: +SKIP
+    >>> fr.read_tfrecord("data/train-*.tfrecord", parse_examples=True).columns()  # doctest: +SKIP
+    ['image', 'label']
+    """
     return _read("tfrecord", _files(paths), parse_examples, parallelism)
 
 
 def read_webdataset(paths: Any, *, parallelism: int = -1) -> Any:
-    """A Ray dataset of the samples of WebDataset tar shards."""
+    """A Ray dataset of the samples of WebDataset tar shards.
+
+    Needs Ray and a running (or local) cluster, so the example is not run by the tests:
+
+    >>> import feedline.ray as fr                                        # doctest: +SKIP
+    >>> sorted(fr.read_webdataset("data/shards/*.tar").take(1)[0])       # doctest: +SKIP
+    ['__key__', 'cls', 'jpg']
+    """
     return _read("webdataset", _files(paths), None, parallelism)
 
 
 def read_parquet(paths: Any, *, columns: Sequence[str] | None = None,
                  parallelism: int = -1) -> Any:
-    """A Ray dataset of the rows of Parquet/Arrow files, read by feedline."""
+    """A Ray dataset of the rows of Parquet/Arrow files, read by feedline.
+
+    Needs Ray and a running (or local) cluster, so the example is not run by the tests:
+
+    >>> import feedline.ray as fr                                             # doctest: +SKIP
+    >>> fr.read_parquet("data/rows.parquet", columns=["y"]).take(2)           # doctest: +SKIP
+    [{'y': 0}, {'y': 1}]
+    """
     return _read("parquet", _files(paths), columns, parallelism)
 
 
@@ -207,6 +235,14 @@ class _RayRows(DatasetIterator):
 
 def from_ray(ds: Any) -> Dataset:
     """A feedline stream of the rows of the Ray Data dataset ``ds``; see the module
-    docstring (resuming skips the rows already consumed)."""
+    docstring (resuming skips the rows already consumed).
+
+    Needs Ray and a running (or local) cluster, so the example is not run by the tests:
+
+    >>> import ray                                                      # doctest: +SKIP
+    >>> import feedline.ray as fr                                       # doctest: +SKIP
+    >>> fr.from_ray(ray.data.range(5)).batch(2).to_list()               # doctest: +SKIP
+    [[{'id': 0}, {'id': 1}], [{'id': 2}, {'id': 3}], [{'id': 4}]]
+    """
     _ray()
     return Dataset.from_source(lambda: _RayRows(ds), name="from_ray")
