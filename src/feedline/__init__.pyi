@@ -1,7 +1,6 @@
 # The public namespace of ``feedline`` as type checkers, IDEs and the API reference see it.
 # At run time these names load on first use (feedline._internal.lazy reads this file).
-from feedline.exceptions import *
-
+from feedline import csv as csv
 from feedline import data_type as data_type
 from feedline import dataset as dataset
 from feedline import example as example
@@ -25,15 +24,15 @@ from feedline import text as text
 from feedline import tfrecord as tfrecord
 from feedline import train as train
 from feedline import webdataset as webdataset
-from feedline import csv as csv
 from feedline.dataset import Dataset as Dataset
 from feedline.dataset import DatasetIterator as DatasetIterator
-from feedline.reader import batch as batch
+from feedline.exceptions import *  # noqa: F403 - every error class at the top level
 from feedline.feeder import DataFeeder as DataFeeder
-from feedline.pytorch.convert import to_torch as to_torch
-from feedline.sequence import SequenceToBatch as SequenceToBatch
 from feedline.io.files import files as files
 from feedline.io.split import split as split
+from feedline.pytorch.convert import to_torch as to_torch
+from feedline.reader import batch as batch
+from feedline.sequence import SequenceToBatch as SequenceToBatch
 
 __version__: str
 __all__: list[str]
