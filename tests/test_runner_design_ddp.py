@@ -1,6 +1,6 @@
 """Issue 27, item 2: the Runner design's RunnerBuilder program with ``device_count=2``
-runs as written (``/work``'s designs/paddle_python_api_runner_design.txt, the mnist
-example; the network body in torch, ``xrange`` as ``range``, this text format), in one
+runs as written (the PaddlePaddle Python API design's mnist example of RunnerBuilder;
+the network body in torch, ``xrange`` as ``range``, this text format), in one
 process call (``with runner:`` starts the two processes) and under ``torchrun --nnodes 2
 --nproc-per-node 2`` (two launchers on 127.0.0.1). Its data provider reads one file, so
 the ranks split its records. Every run has a hang guard that kills its process group."""
