@@ -38,6 +38,7 @@ the process group lives, also with ``num_workers > 0``); the
 from __future__ import annotations
 
 import collections
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -107,7 +108,6 @@ class RankJoin:
         self.policy = one_of("policy", policy, POLICIES)
         self.samples = callable_arg("samples", samples)
         self.group = group
-        self.rank = 0
         self.begin()
 
     def begin(self) -> None:
@@ -153,10 +153,10 @@ class RankJoin:
             return None
         if n < world and self.policy == "drop_remainder":
             self._ended = True
-            if have:
-                dropped = [item, *(rest() if rest is not None else ())]
-                c["dropped_batches"] += len(dropped)
-                c["dropped_samples"] += sum(self.samples(b) for b in dropped)
+            if have:  # counted as they are read, not held
+                for batch in itertools.chain((item,), rest() if rest is not None else ()):
+                    c["dropped_batches"] += 1
+                    c["dropped_samples"] += self.samples(batch)
             return None
         if stuck:
             self._ended = True
