@@ -231,3 +231,24 @@ def test_doctest_fence_hook():
     out = hooks._DoctestFence(None).run(lines)
     assert out == ["Text `TFRecordFile` here.", "", "```pycon", ">>> 1 + 1", "2", "```", "",
                    "", "```", ">>> kept", "```"]
+
+
+def test_one_docstring_style():
+    """The reference renders docstrings as Google style (mkdocs.yml): ``Args:``,
+    ``Returns:``, ``Raises:`` sections become tables; prose is prose. No docstring uses
+    another style's syntax, which would render as plain text: Sphinx fields
+    (``:param x:``, ``:returns:``) or numpy sections (``Parameters`` underlined)."""
+    import ast
+
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "docstring_style: google" in config
+    other = re.compile(r"^\s*(:param\s|:type\s|:returns?:|:rtype:|:raises?\s)|"
+                       r"^\s*(Parameters|Returns|Raises|Yields|Attributes)\n\s*-{3,}", re.M)
+    deviating = []
+    for path in sorted((ROOT / "src" / "feedline").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=True)
+                if doc and other.search(doc):
+                    deviating.append(f"{path.relative_to(ROOT)}:{getattr(node, 'name', '<module>')}")
+    assert not deviating, deviating

@@ -151,11 +151,13 @@ class Dataset(Generic[T]):
                  stats: Any = None) -> PipelineIterator[T]:
         """Return a fresh iterator; with ``state`` (from ``get_state()``), resume there.
 
-        ``epoch``: run this iteration number (seeding ``shuffle``/``global_shuffle``)
-        instead of the next one; later iterations continue from ``epoch + 1``. A training
-        loop restarted in a new process passes its pass number here.
-        ``stats``: a :class:`feedline.runtime.stats.PipelineStats` (or ``True`` for a new
-        one) that records per-stage timing; read it with ``it.stats()``.
+        Args:
+            state: a state from ``it.get_state()``: continue exactly where it was taken.
+            epoch: run this iteration number (seeding ``shuffle``/``global_shuffle``)
+                instead of the next one; later iterations continue from ``epoch + 1``. A
+                training loop restarted in a new process passes its pass number here.
+            stats: a :class:`feedline.runtime.stats.PipelineStats` (or ``True`` for a new
+                one) that records per-stage timing; read it with ``it.stats()``.
 
         >>> ds = Dataset.range(5).global_shuffle(seed=1)
         >>> _ = ds.to_list(); second = ds.to_list()
@@ -319,21 +321,36 @@ class Dataset(Generic[T]):
         """Apply ``fn`` to every item: in this thread (``num_workers=0``), in
         ``num_workers`` worker processes, or in ``num_workers`` threads
         (``backend="thread"``, for functions that release the GIL), or as Ray tasks
-        on a cluster (``backend="ray"``, ``ray_options``); see
-        :mod:`feedline.dataset.map`. ``workers=`` is the deprecated old name of
-        ``num_workers``.
+        on a cluster (``backend="ray"``); see :mod:`feedline.dataset.map`.
 
-        ``ordered=True`` keeps the input order (``False`` yields results as they finish);
-        ``seed`` seeds each worker's ``random``/numpy/torch generators per item so a run is
-        reproducible; ``num_workers="auto"`` picks the count by measuring. An exception raised
-        by ``fn`` is re-raised here with the worker's traceback; the state resumes exactly.
-        ``timeout`` seconds per element (``num_workers > 0``) raise
-        :class:`~feedline.exceptions.StageTimeoutError` naming the stage and element.
+        An exception raised by ``fn`` is re-raised here with the worker's traceback; the
+        state resumes exactly. With ``on_error`` other than ``"raise"`` the result is a
+        stream (see :mod:`feedline.dataset.skip_errors`).
 
-        ``on_error="skip"`` drops an element whose ``fn`` raises, ``"replace"`` yields
-        ``replacement`` in its place (rank balance under sharding); both count it in
-        ``it.stats()``, log the first few and raise once more than ``max_skips`` failed.
-        The result is then a stream; see :mod:`feedline.dataset.skip_errors`.
+        Args:
+            fn: the function applied to each item (a module-level function or a picklable
+                callable for worker processes and Ray).
+            num_workers: ``0`` runs ``fn`` in the consumer's thread; ``N`` in ``N``
+                workers of ``backend``; ``"auto"`` picks the count by measuring.
+            ordered: ``True`` keeps the input order; ``False`` yields results as they
+                finish.
+            seed: seeds each worker's ``random``/numpy/torch generators per item, so a
+                run is reproducible wherever items run.
+            name: the stage's name in ``it.stats()`` and errors.
+            buffer_size: items in flight to the workers (default: a few per worker).
+            backend: ``"process"`` (worker processes, shared-memory results),
+                ``"thread"`` or ``"ray"``.
+            on_error: ``"raise"``; ``"skip"`` drops an element whose ``fn`` raises;
+                ``"replace"`` yields ``replacement`` in its place (rank balance under
+                sharding). Skips are counted in ``it.stats()`` and the first few logged.
+            max_skips: raise once more than this many elements failed (``None``: no
+                limit).
+            replacement: the item ``on_error="replace"`` yields.
+            timeout: seconds per element (``num_workers > 0``) before
+                :class:`~feedline.exceptions.StageTimeoutError` names the stage and element.
+            ray_options: options of the Ray tasks (``num_cpus``, ``resources``,
+                ``max_retries``, ...) with ``backend="ray"``.
+            workers: the deprecated old name of ``num_workers`` (a ``DeprecationWarning``).
 
         >>> Dataset.range(4).map(lambda x: x * x).to_list()
         [0, 1, 4, 9]
@@ -391,6 +408,10 @@ class Dataset(Generic[T]):
         same ``seed``. Shuffle *after* sharding; for a global order over random-access
         data use :meth:`global_shuffle`. See :mod:`feedline.dataset.shuffle`.
 
+        Args:
+            buffer_size: items held in the buffer (a positive int).
+            seed: the seed of the sequence of orders (``None``: a fresh one per run).
+
         >>> sorted(Dataset.range(10).shuffle(4, seed=0).to_list()) == list(range(10))
         True
         """
@@ -421,9 +442,15 @@ class Dataset(Generic[T]):
         self, batch_size: int, *, drop_remainder: bool = False,
         collate: Callable | str | None = None
     ) -> Dataset:
-        """Group ``batch_size`` consecutive items into a list (or ``collate(list)``;
-        ``collate="numpy"`` stacks arrays and tuples of arrays). The last batch is shorter
-        unless ``drop_remainder=True`` drops it. See :mod:`feedline.dataset.batch`.
+        """Group ``batch_size`` consecutive items into a list (or ``collate(list)``). The
+        last batch is shorter unless ``drop_remainder=True`` drops it. See
+        :mod:`feedline.dataset.batch`.
+
+        Args:
+            batch_size: items per batch (a positive int).
+            drop_remainder: drop a short final batch (tf.data's name).
+            collate: ``None`` (a list), ``"numpy"`` (stack arrays, and tuples or dicts of
+                arrays, column by column) or a function of the list.
 
         >>> Dataset.range(5).batch(2).to_list()
         [[0, 1], [2, 3], [4]]
@@ -524,10 +551,19 @@ class Dataset(Generic[T]):
 
         ``process=True`` runs the whole pipeline before this stage in a background
         process instead, so the consumer shares neither its interpreter lock nor its
-        CPU time with it (see :mod:`feedline.dataset.process_prefetch`; ``start_method``
-        and ``transport`` as for ``map(..., num_workers=N)``; ``nice`` (0 to 19) lowers its
-        CPU priority and its workers'; ``timeout`` (seconds) bounds the time it may spend
-        on one item; ``"auto"`` sizes its messages).
+        CPU time with it (see :mod:`feedline.dataset.process_prefetch`).
+
+        Args:
+            buffer_size: items produced ahead (a positive int), or ``"auto"`` (sized by
+                measuring).
+            process: run the pipeline before this stage in a background process.
+            start_method: with ``process=True``: ``"fork"``, ``"spawn"`` or
+                ``"forkserver"``, as for ``map(..., num_workers=N)``.
+            transport: with ``process=True``: ``"auto"``, ``"shm"`` or ``"pipe"``.
+            nice: with ``process=True``: lower the process's CPU priority (and its
+                workers') by 0 to 19.
+            timeout: with ``process=True``: seconds it may spend on one item before
+                :class:`~feedline.exceptions.StageTimeoutError`.
 
         >>> Dataset.range(5).map(lambda x: x + 1).prefetch(2).to_list()
         [1, 2, 3, 4, 5]
