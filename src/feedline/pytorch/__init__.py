@@ -8,7 +8,10 @@
   ranks, with exact resume (:mod:`feedline.pytorch.dataset`);
 * :class:`~feedline.pytorch.lightning.FeedlineDataModule`: a Lightning
   ``LightningDataModule`` over feedline pipelines (:mod:`feedline.pytorch.lightning`,
-  needs ``feedline[lightning]``; imported on first use).
+  needs ``feedline[lightning]``; imported on first use);
+* :func:`~feedline.pytorch.rank_join.join`: ranks that end every epoch together under
+  ``torch.distributed`` (one small all-reduce per step; ``"pad"`` or
+  ``"drop_remainder"``), for a ``DataLoader`` over a stream split by rank.
 
 >>> import numpy as np
 >>> from feedline import Dataset

@@ -8,5 +8,6 @@ from feedline.pytorch.dataset import TorchIterableDataset as TorchIterableDatase
 from feedline.pytorch.dataset import TorchMapDataset as TorchMapDataset
 from feedline.pytorch.dataset import as_torch as as_torch
 from feedline.pytorch.lightning import FeedlineDataModule as FeedlineDataModule
+from feedline.pytorch.rank_join import join as join
 
 __all__: list[str]
