@@ -1,8 +1,10 @@
 # The public namespace of ``feedline`` as type checkers, IDEs and the API reference see it.
 # At run time these names load on first use (feedline._internal.lazy reads this file).
+from feedline import compat as compat
 from feedline import csv as csv
 from feedline import data_type as data_type
 from feedline import dataset as dataset
+from feedline import datasets as datasets
 from feedline import example as example
 from feedline import exceptions as exceptions
 from feedline import feeder as feeder
@@ -11,6 +13,7 @@ from feedline import formats as formats
 from feedline import idx as idx
 from feedline import image as image
 from feedline import io as io
+from feedline import mxnet as mxnet
 from feedline import ndarray_file as ndarray_file
 from feedline import parquet as parquet
 from feedline import pytorch as pytorch
