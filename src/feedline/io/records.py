@@ -250,7 +250,16 @@ def read_records(paths: Any, *, format: str = "auto", cycle_length: int | None =
     ``TFRecordDataset(filenames, num_parallel_reads=...)`` for every record format).
 
     Files are read ``cycle_length`` at a time (default: one after the other), interleaved
-    one record at a time; ``num_parallel_reads`` reads each open file ahead in a thread.
+    one record at a time.
+
+    Args:
+        paths: a path, a glob, a URL (``s3://...``) or a list of them.
+        format: ``"auto"`` (each file's format found from its content), ``"tfrecord"``,
+            ``"recordio"``, ``"text"``, ``"csv"`` or ``"tar"``.
+        cycle_length: files open at once, read round robin (default 1).
+        num_parallel_reads: read each open file this many records ahead in a thread.
+        on_error: ``"raise"`` on a damaged record, or ``"skip"`` it (counted).
+        storage_options: options for fsspec (and ``cache_dir`` for a local cache).
 
     >>> import os, tempfile
     >>> from feedline import tfrecord

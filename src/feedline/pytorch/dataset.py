@@ -534,8 +534,17 @@ def as_torch(dataset: Dataset, *, convert: bool = True, pin_memory: bool = False
              ) -> TorchMapDataset | TorchIterableDataset:
     """``dataset`` as a ``torch.utils.data`` dataset: map-style when it is random access
     (and not already split by rank), else iterable; see the module docstring.
-    ``rank``/``world_size`` only apply to the iterable form (a map-style dataset is split
-    by the DataLoader's sampler).
+
+    Args:
+        dataset: the pipeline.
+        convert: turn numpy arrays (also inside dicts, lists and tuples) into tensors
+            (:func:`feedline.pytorch.convert.to_torch`); ``False`` hands items over as
+            they are.
+        pin_memory: pin the tensors when iterated in the main process (with worker
+            processes, pass ``pin_memory=True`` to the DataLoader instead).
+        rank: this rank (iterable form only; default: ``torch.distributed``'s, else
+            ``RANK``). A map-style dataset is split by the DataLoader's sampler.
+        world_size: the number of ranks (iterable form only; default as for ``rank``).
 
     >>> from feedline import Dataset
     >>> type(as_torch(Dataset.range(3))).__name__, type(as_torch(Dataset.range(3).batch(2))).__name__

@@ -189,12 +189,22 @@ def stateful_loader(pipeline: Dataset, *, batch_size: int | None = None, num_wor
 
 class FeedlineDataModule(L.LightningDataModule):  # type: ignore[name-defined]  # base from require()
     """A ``LightningDataModule`` over feedline pipelines (see the module docstring).
+    ``loaders[stage]``: the loader last made for a stage (its ``rank_join.stats()``
+    counts the padded or dropped samples). Only the training loader of a stream pipeline
+    counts a batch Lightning fetched ahead.
 
-    ``train``/``val``/``test``/``predict``: the pipelines (``None``: no such loader);
-    ``batch_size``, ``num_workers``, ``join``, ``flag_key`` and ``loader_options`` apply
-    to every loader, see :func:`stateful_loader`. Only the training loader fetches ahead
-    (``prefetched=1``). ``loaders[stage]``: the loader last made for a stage (its
-    ``rank_join.stats()`` counts the padded or dropped samples).
+    Args:
+        train: the training pipeline (``None``: no training loader).
+        val: the validation pipeline (``None``: none).
+        test: the test pipeline (``None``: none).
+        predict: the prediction pipeline (``None``: none).
+        batch_size: items per batch of every loader (``None``: the pipeline's own items,
+            already batched).
+        num_workers: DataLoader worker processes of every loader.
+        join: how the ranks of a stream pipeline agree at every step under DDP:
+            ``"pad"``, ``"drop_remainder"`` or ``None`` (off); see :func:`stateful_loader`.
+        flag_key: with ``join``, the key of a padding flag added to dict batches.
+        loader_options: passed to every loader (see :func:`stateful_loader`).
 
     >>> from feedline import Dataset
     >>> dm = FeedlineDataModule(train=Dataset.range(4).filter(bool), batch_size=3)
