@@ -8,6 +8,7 @@ import ast
 import importlib
 import pathlib
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -105,6 +106,22 @@ def test_every_name_a_stub_declares_exists_at_run_time(stub):
     assert set(module.__all__) <= {n for _, n in names} | set(vars(module))
 
 
+def _documented_imports() -> list[str]:
+    """The one-line ``import feedline...`` / ``from feedline... import`` statements of the
+    README's and the docs' Python examples."""
+    root = SRC.parents[1]
+    found = set()
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+            for line in block.splitlines():
+                line = line.strip()
+                if re.fullmatch(r"from feedline[\w.]* import [\w, ]+|import feedline[\w.]*"
+                                r"( as \w+)?", line):
+                    found.add(line)
+    assert len(found) > 15, found
+    return sorted(found)
+
+
 USER_SCRIPT = '''
 import feedline
 import feedline.recordio
@@ -139,9 +156,11 @@ reveal_type(FeedlineDataModule)
 def test_mypy_strict_sees_the_documented_imports_and_their_types(tmp_path):
     script = tmp_path / "user_script.py"
     script.write_text(USER_SCRIPT)
+    documented = tmp_path / "documented_imports.py"   # every import the README and docs show
+    documented.write_text("\n".join(_documented_imports()) + "\n")
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir",
-         str(tmp_path / "cache"), str(script)],
+         str(tmp_path / "cache"), str(script), str(documented)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
     out = done.stdout + done.stderr
     assert done.returncode == 0 and ": error:" not in out, out
