@@ -73,7 +73,7 @@ def test_the_thread_executor_leaves_the_global_generators_alone():
     expected = random.random()
     random.seed(1)
     ex = ThreadExecutor(lambda x: x, None, workers=1, stage="doc")
-    ex.reseed(0, (5, 0))
+    ex.reseed(0, (5, 0, True))
     ex.submit(0, ex.new_generation(), 0, [0], [1])
     assert ex.ready([0], timeout=10) == [0]
     ex.collect(0)

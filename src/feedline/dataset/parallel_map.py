@@ -363,7 +363,7 @@ class _ParallelMapIterator(DatasetIterator):
             self._rr_start = self._next_yield + self._calibration.items
         self._base_seed = holder.seed if holder.seed is not None else fresh_seed()
         for w in range(self._n):
-            pool.reseed(w, (self._base_seed, self._epoch))
+            pool.reseed(w, (self._base_seed, self._epoch, holder.seed is not None))
         self._shm_budget = holder.shm_budget or _default_shm_budget()
         self._retune()
 
@@ -399,7 +399,7 @@ class _ParallelMapIterator(DatasetIterator):
             first = pool.size
             pool.add_workers(n - first)
             for w in range(first, n):
-                pool.reseed(w, (self._base_seed, self._epoch))
+                pool.reseed(w, (self._base_seed, self._epoch, holder.seed is not None))
             self._pending.extend([] for _ in range(n - first))
             self._load.extend(0 for _ in range(n - first))
         self._n = pool.size

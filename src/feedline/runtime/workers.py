@@ -264,7 +264,7 @@ def _worker_main(
     tx = Channel(result_conn, None if result_ring is None else Ring.from_fds(result_ring))
     ctl = Block(control.fd, 4096)
     fn, source = spec.fn, spec.source
-    seed_key: tuple[int, int] | None = None
+    seed_key: tuple[int, int, bool] | None = None
     try:
         while True:
             if not rx.poll(_IDLE_CHECK):
@@ -735,9 +735,9 @@ class WorkerPool:
         pos, started = _SLOT.unpack_from(self._control[0].view, _SLOT_BASE + _SLOT.size * worker)
         return None if started == 0.0 else (pos, started)
 
-    def reseed(self, worker: int, seed: tuple[int, int] | None) -> None:
+    def reseed(self, worker: int, seed: tuple[int, int, bool] | None) -> None:
         """Make ``worker`` seed each item of its next tasks from ``(seed, epoch, position)``
-        (``seed`` is the pair ``(seed, epoch)``; see :mod:`feedline.runtime.seeding`)."""
+        (``seed`` is ``(seed, epoch, exact)``; see :func:`~feedline.runtime.executor.run_chunk`)."""
         self._send(worker, (_SEED, seed))
 
     def error(self, payload: tuple, *, stage: str, position: int) -> BaseException:
