@@ -113,6 +113,25 @@ class Dataset(Generic[T]):
         """
         return type(self).__name__
 
+    #: Whether the state of this stage's iterator may be resumed on a different world size
+    #: (``shard``), so that a stage reading it must capture that state before every item
+    #: instead of every few (a state that counts items to skip after a capture cannot be
+    #: carried to another world size). ``True`` for ``shard``; other stages inherit it
+    #: from their inputs (:attr:`exact_states`).
+    reshardable_state: bool = False
+
+    @property
+    def exact_states(self) -> bool:
+        """Whether this stage or one of its inputs has :attr:`reshardable_state`: a worker
+        stage reading it then captures its state before every item.
+
+        >>> Dataset.range(4).exact_states, Dataset.range(4).shard(0, 2).map(abs).exact_states
+        (False, True)
+        """
+        if self.reshardable_state:
+            return True
+        return any(p.exact_states for p in getattr(self, "_parents", ()) or ())
+
     def close(self) -> None:
         """Release what this pipeline keeps between iterations — the worker processes of
         every ``map(..., num_workers=N)`` stage in it — now rather than at garbage collection.

@@ -66,10 +66,12 @@ yielded next — in order when ordered; as the same multiset when not — and, s
 every item is seeded from its position, a seeded mapper's random draws after a resume
 are those of the uninterrupted run.
 
-**Inputs behind a shard.** When the input contains a ``shard()`` stage, its state is
-captured before every item (never every few), so that a state never counts items to
-skip: a shard may be resumed on another world size, and skip counts would not carry
-over (see :mod:`feedline.dataset.shard`).
+**Inputs behind a shard.** When the input's
+:attr:`~feedline.dataset.base.Dataset.exact_states` is true (it contains a ``shard()``
+stage, whose :attr:`~feedline.dataset.base.Dataset.reshardable_state` says it may be
+resumed on another world size), its state is captured before every item (never every
+few), so that a state never counts items to skip, which would not carry over to another
+world size (see :mod:`feedline.dataset.shard`).
 
 >>> from feedline import Dataset
 >>> ds = Dataset.range(10).map(lambda x: x * x, num_workers=2)
@@ -250,7 +252,7 @@ class _PoolHolder(PoolKeeper[Executor]):
         self.ray_options = ds.ray_options
         # a shard upstream may be resumed on another world size: capture the input's
         # state before every item, so that a state never counts items to skip
-        self.exact_states = _has_shard(ds._parents[0])
+        self.exact_states = ds._parents[0].exact_states
         self.auto = ds.workers == "auto"
         self.workers: int | None = None if self.auto else int(ds.workers)
         # measurements of earlier iterations (per-item seconds and bytes, how often the
@@ -905,22 +907,6 @@ class _ParallelMapIterator(DatasetIterator):
             self._captures.append((pos - skip, state["parent"]))
         self._next_pull = self._next_yield = pos
         self._yielded_ahead = set(done)
-
-
-def _has_shard(ds: Any) -> bool:
-    from feedline.dataset.shard import ShardDataset, StreamShardDataset
-
-    seen: set[int] = set()
-    todo = [ds]
-    while todo:
-        node = todo.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, (ShardDataset, StreamShardDataset)):
-            return True
-        todo.extend(getattr(node, "_parents", ()) or ())
-    return False
 
 
 def _shard_world(source: Any) -> int | None:

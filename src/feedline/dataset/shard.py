@@ -136,6 +136,8 @@ class ShardDataset(RandomAccessDataset):
     ('ShardDataset', 3, [1, 3, 0])
     """
 
+    reshardable_state = True  # resumable on another world size (see the module docstring)
+
     def __init__(self, parent: RandomAccessDataset, rank: int, world: int, policy: str) -> None:
         super().__init__()
         self._parents: tuple[RandomAccessDataset, ...] = (parent,)
@@ -213,6 +215,8 @@ class StreamShardDataset(Dataset):
     >>> type(ds).__name__, ds.to_list()
     ('StreamShardDataset', [1, 3])
     """
+
+    reshardable_state = True  # resumable on another world size (see the module docstring)
 
     def __init__(self, parent: Dataset, rank: int, world: int) -> None:
         super().__init__()
