@@ -165,7 +165,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(data[i: i + (16 << 10)])
             self.wfile.flush()
             req.sent = min(len(data), i + (16 << 10))
-            if self.server.proxy._dead.wait(delay):
+            if self.server.proxy._dead.wait(delay):  # the server dies: drop the connection
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
                 return
 
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward

@@ -262,7 +262,7 @@ def test_two_processes_on_one_node_fetch_each_byte_once(stack, proxy, formats, t
     rec_key = formats["recordio"][2][0]
     urls = [stack.url(k) for k in keys]
     so = stack.options(cache_dir=str(tmp_path / "node"), cache_block_size=BLOCK)
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("spawn")  # two ranks: two interpreters
     barrier, queue = ctx.Barrier(2), ctx.Queue()
     procs = [ctx.Process(target=_child, args=(so, urls, stack.url(rec_key), barrier, queue))
              for _ in range(2)]
@@ -286,7 +286,7 @@ def test_two_processes_on_one_node_fetch_each_byte_once(stack, proxy, formats, t
 # --------------------------------------------------------------------------- killed, changed
 
 
-def _download_forever(cache_dir, so, url):
+def _download(cache_dir, so, url):
     ShardCache(cache_dir, storage_options=so).local(url)
 
 
@@ -298,8 +298,9 @@ def test_a_download_killed_with_sigkill_leaves_no_entry_that_is_read(stack, prox
     url = stack.put("killed/big.tfrecord", local)
     cache_dir = str(tmp_path / "cache")
     proxy.fail("slow", path="/killed/big.tfrecord", delay=0.2)
-    child = multiprocessing.get_context("fork").Process(
-        target=_download_forever, args=(cache_dir, stack.options(), url))
+    # a process of its own (spawned: it shares no connection with this one)
+    child = multiprocessing.get_context("spawn").Process(
+        target=_download, args=(cache_dir, stack.options(), url))
     child.start()
     try:
         deadline = time.monotonic() + 60
@@ -413,6 +414,28 @@ def test_network_failures_are_remote_read_errors_under_any_on_error(stack, proxy
         with pytest.raises(RemoteReadError, match=rf"s3://{stack.bucket}/{key}: at byte \d+: ") as info:
             read()
         assert info.value.path == stack.url(key) and info.value.offset is not None
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["streamed", "cached"])
+@pytest.mark.parametrize("name", ["recordio", "parquet", "arrow", "webdataset"])
+def test_every_remote_reader_meets_a_cut_body_as_a_feedline_error(stack, proxy, formats, tmp_path,
+                                                                  name, cached):
+    from feedline import parquet as fparquet
+    from feedline import webdataset as fwds
+
+    key = formats[name][2][0]
+    so = stack.options(cache_dir=str(tmp_path / "c")) if cached else stack.options()
+    read = {
+        "recordio": lambda: list(recordio.read(stack.url(key), on_error="skip", storage_options=so)),
+        "parquet": lambda: fparquet.read_rows(stack.url(key), on_error="skip", storage_options=so).to_list(),
+        "arrow": lambda: fparquet.read_rows(stack.url(key), on_error="skip", storage_options=so).to_list(),
+        "webdataset": lambda: list(fwds.read(stack.url(key), storage_options=so)),
+    }[name]
+    proxy.fail("cut", times=10_000)
+    with pytest.raises(RemoteReadError, match=rf"s3://{stack.bucket}/{key}: at byte \d+: "):
+        read()
+    if cached:
+        assert cache_for(so).entries() == []
 
 
 def test_parquet_network_failure_is_not_skipped_as_damage(stack, proxy, formats):
