@@ -43,3 +43,20 @@ def test_without_ray_the_error_names_the_extra(monkeypatch):
 
     with pytest.raises(ImportError, match=r"pip install 'feedline\[ray\]'"):
         fr.read_recordio("x.rec")
+
+
+def test_no_cluster_named_is_an_error_and_nothing_is_started(monkeypatch):
+    ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'feedline[ray]'")
+    from feedline.exceptions import ClusterUnavailableError
+
+    if ray.is_initialized():
+        pytest.skip("a Ray connection is already open in this process")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("feedline must not start a Ray cluster by itself")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    ds = Dataset.range(3).map(abs, num_workers=2, backend="ray")
+    with pytest.raises(ClusterUnavailableError, match="set RAY_ADDRESS=HOST:PORT"):
+        ds.to_list()

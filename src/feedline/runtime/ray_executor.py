@@ -4,8 +4,9 @@ The third implementation of :mod:`feedline.runtime.executor`'s protocol. The eng
 (:mod:`feedline.dataset.parallel_map`) stays on the trainer and keeps order,
 ``get_state()``, errors in their place, ``timeout`` and exactly-once delivery; this
 executor only runs chunks on the cluster that ``ray.init()`` (or ``RAY_ADDRESS``) names
-— ``ray.init(address=os.environ.get("RAY_ADDRESS"))`` is called when Ray is not
-initialised yet.
+— ``ray.init(address=os.environ["RAY_ADDRESS"])`` is called when Ray is not
+initialised yet; with neither, :class:`~feedline.exceptions.ClusterUnavailableError`
+(feedline never starts a cluster by itself).
 
 * **Tasks.** Each of the ``N`` slots keeps up to ``depth`` (default 2) chunk tasks in
   flight; a task gets item *positions* (and, for a stream input, the items). A
@@ -94,17 +95,35 @@ def check_ray_options(options: dict[str, Any]) -> None:
 
 
 def connect() -> Any:
-    """``ray``, initialised (``RAY_ADDRESS`` or a local instance) when it was not yet."""
+    """``ray``, connected to the cluster ``ray.init()`` or ``RAY_ADDRESS`` names.
+
+    feedline never starts a cluster by itself: with Ray not initialised and no
+    ``RAY_ADDRESS``, :class:`~feedline.exceptions.ClusterUnavailableError` says what to
+    do (``ray.init()`` without an address starts a local one, if that is what you want).
+    """
     ray = require_ray()
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True,
-                 log_to_driver=False, configure_logging=False)
+        address = os.environ.get("RAY_ADDRESS")
+        if not address:
+            raise ClusterUnavailableError(
+                "backend='ray' runs on the cluster that ray.init() or RAY_ADDRESS names, and "
+                "there is none: set RAY_ADDRESS=HOST:PORT (see `ray start --head`), or call "
+                "ray.init(address=...) first (ray.init() alone starts a local cluster)")
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
     return ray
 
 
 def cluster_cpus() -> int:
     """The cluster's CPUs (``num_workers="auto"`` with ``backend="ray"``)."""
     return max(1, int(connect().cluster_resources().get("CPU", 1)))
+
+
+def _cluster_id(ray: Any) -> str | None:
+    """The address of the cluster's control store, naming the cluster Ray is connected to."""
+    try:
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:  # noqa: BLE001 - not connected
+        return None
 
 
 # ------------------------------------------------------------------ task side
@@ -151,6 +170,7 @@ class RayExecutor(SlotExecutor):
         self.chunk_bytes = 32 << 20
         self.broken: str | None = None
         self._generation = 0
+        self._cluster = _cluster_id(ray)
         self._token = uuid.uuid4().hex
         try:
             self._box = [ray.put((fn, source))]
@@ -290,7 +310,10 @@ class RayExecutor(SlotExecutor):
         return self.broken is None
 
     def alive(self) -> bool:
-        return self.broken is None and self._ray.is_initialized()
+        """Not broken, and Ray still connected to the cluster the executor was made on
+        (after ``ray.shutdown()`` and ``ray.init()`` elsewhere, a new executor is made)."""
+        return (self.broken is None and self._ray.is_initialized()
+                and _cluster_id(self._ray) == self._cluster)
 
     def shutdown(self) -> None:
         if self.broken is None:
