@@ -151,6 +151,29 @@ def _upload_formats(stack, tmp_path, prefix: str) -> dict:
         return [(s["__key__"], s["bin"]) for s in fwds.read(url, storage_options=so)]
 
     out["webdataset"] = (wds_epoch, [(f"{i:05d}", bytes([i]) * (5000 + i)) for i in range(8)], wds_keys)
+
+    # text lines, CSV, fixed-length records, MNIST IDX
+    from feedline import csv, fixed, idx, text
+
+    text.write_lines(str(tmp_path / "a.txt"), [f"{i},n{i},{i / 4}" for i in range(300)])
+    with open(tmp_path / "a.bin", "wb") as f:
+        f.write(b"HEAD" + b"".join(bytes([i]) * 6 for i in range(200)))
+    idx.write_idx(str(tmp_path / "a-idx3-ubyte.gz"), np.arange(6000, dtype=np.int16).reshape(100, 60))
+    small = {}
+    for name in ("a.txt", "a.bin", "a-idx3-ubyte.gz"):
+        small[name] = f"{prefix}/small/{name}"
+        stack.put(small[name], str(tmp_path / name))
+    readers = {
+        "text": lambda p, so: list(text.read_lines(p, storage_options=so)),
+        "csv": lambda p, so: list(csv.read_csv(p, [0, "", 0.0], storage_options=so)),
+        "fixed": lambda p, so: [bytes(r) for r in fixed.read_fixed(p, 6, header_bytes=4, storage_options=so)],
+        "idx": lambda p, so: idx.read_idx(p, storage_options=so).tolist(),
+    }
+    files = {"text": "a.txt", "csv": "a.txt", "fixed": "a.bin", "idx": "a-idx3-ubyte.gz"}
+    for name, read in readers.items():
+        key = small[files[name]]
+        out[name] = ((lambda so, read=read, key=key: read(stack.url(key), so)),
+                     read(str(tmp_path / files[name]), None), [key])
     return out
 
 
@@ -159,7 +182,8 @@ def formats(stack, tmp_path_factory):
     return _upload_formats(stack, tmp_path_factory.mktemp("formats"), "formats")
 
 
-FORMATS = ["tfrecord", "recordio", "input_split", "parquet", "arrow", "webdataset"]
+FORMATS = ["tfrecord", "recordio", "input_split", "parquet", "arrow", "webdataset", "text", "csv",
+           "fixed", "idx"]
 
 
 @pytest.mark.parametrize("name", FORMATS)
