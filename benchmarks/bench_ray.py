@@ -40,12 +40,13 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 BATCH = 64
 ROUNDS = 3
 NOTE = (
-    'Where the Ray overhead goes (a per-process breakdown of one such run): the Ray workers '
-    'spend about what the work takes in one thread; the rest is the two raylets (about half: '
-    "moving each chunk's results from the second node's object store to the trainer's node, "
-    "plus their idle polling) and the trainer's own share of task submission and `ray.wait`/"
-    '`ray.get`. Separate runs of this benchmark on this shared 2-core machine moved the rates '
-    "by up to 2-3x (other jobs' load): compare the rows of one run, not runs."
+    "Where the Ray overhead goes (per-process CPU of diagnostic runs of the same pipelines): "
+    "the Ray worker processes spend more per image than the local workers on the same work "
+    "(serialising results into the object store, Ray's own threads), the raylets move the "
+    "second node's results to the trainer's node, and the trainer submits tasks and waits; "
+    "how it splits moved from run to run. Separate runs of this benchmark on this shared "
+    "2-core machine moved the rates by up to 2-3x (other jobs' load): compare the rows of "
+    "one run, not runs."
 )
 _AUG = None
 
