@@ -181,6 +181,12 @@ def main(workdir: str, out: str) -> None:
         results["ray_epoch2"] = digests(ray_ds)
         results["process_epoch2"] = digests(_two_epochs_second("process"))
 
+        # 1a. a stream input (items travel with the tasks) and an unordered map
+        stream = Dataset.from_reader(lambda: iter(range(-20, 20)), deterministic=True)
+        results["stream"] = stream.map(abs, num_workers=2, backend="ray").to_list()
+        results["unordered"] = sorted(Dataset.range(30).map(
+            abs, num_workers=2, backend="ray", ordered=False).to_list())
+
         # 1b. feedline's formats as Ray Data datasources read what feedline and the peers wrote
         results["datasources"] = datasources(workdir)
 

@@ -32,6 +32,11 @@ def test_ray_output_is_bit_identical_to_processes(report):
     assert report["ray"] != report["local"]  # the crops are random: the test can tell
 
 
+def test_stream_inputs_and_unordered_maps_run_on_ray(report):
+    assert report["stream"] == [abs(i) for i in range(-20, 20)]
+    assert report["unordered"] == list(range(30))
+
+
 def test_each_epoch_draws_anew_and_identically_on_both_backends(report):
     assert report["ray_epoch2"] == report["process_epoch2"]
     assert report["ray_epoch2"] != report["ray"]
