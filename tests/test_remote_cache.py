@@ -307,6 +307,35 @@ def test_two_processes_on_one_node_fetch_each_byte_once(stack, proxy, formats, t
     assert sum(r[2] for r in results) == sum(sizes.values())
 
 
+def _size_in_child(url, so):
+    import gc
+
+    from feedline.storage.fs import file_size
+
+    file_size(url, storage_options=so)
+    gc.collect()
+
+
+def test_a_forked_worker_leaves_the_parents_connections_alone(stack, proxy, formats):
+    """A forked child (a DataLoader worker) that collected the filesystem objects it
+    inherited would close their connections through the epoll instance it shares with
+    the parent, unregistering the parent's sockets: the parent's next request would go
+    unanswered until its read timeout and be sent again."""
+    from feedline.storage.fs import file_size
+
+    key = formats["recordio"][2][0]
+    url = stack.url(key)
+    so = stack.options(config_kwargs={"read_timeout": 3})  # a filesystem object of its own
+    size = file_size(url, storage_options=so)  # leaves a pooled connection in this process
+    child = multiprocessing.get_context("fork").Process(target=_size_in_child, args=(url, so))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    proxy.clear()
+    assert file_size(url, storage_options=so) == size
+    assert [r.method for r in proxy.requests] == ["HEAD"]  # answered the first time
+
+
 # --------------------------------------------------------------------------- killed, changed
 
 

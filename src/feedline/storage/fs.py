@@ -197,7 +197,16 @@ def filesystem(path: str, storage_options: dict | None):
     fs, _, _ = fsspec.get_fs_token_paths(path, storage_options=options)
     if hasattr(fs, "retries") and "retries" not in options:
         fs.retries = REQUEST_ATTEMPTS
+    _KEEP[id(fs)] = fs
     return fs
+
+
+#: every filesystem object :func:`filesystem` handed out, kept alive for good. A process
+#: forked from this one (a DataLoader worker) inherits them; were they collected there,
+#: their session finalizers would close the connections through the event loop's epoll
+#: instance, which parent and child share, and so unregister the *parent's* sockets: the
+#: parent's next request on such a connection then waits a whole read timeout.
+_KEEP: dict[int, Any] = {}
 
 
 def open_file(path: str | os.PathLike, mode: str = "rb", *,
