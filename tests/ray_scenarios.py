@@ -312,6 +312,13 @@ def datasources(workdir: str) -> dict:
         path = os.path.join(data, name)
         rows = fr.read_recordio(path).take_all()
         checks[name] = [r["record"] for r in rows] == list(recordio.read(path))
+    import ray
+
+    ray.data.DataContext.get_current().execution_options.preserve_order = True
+    parts = [os.path.join(data, f"mxnet/part-{c}.rec") for c in "abc"]
+    rows = fr.read_recordio(parts, parallelism=5).take_all()
+    checks["input_split_parts"] = [r["record"] for r in rows] == [
+        rec for path in parts for rec in recordio.read(path)]
     images = fr.read_recordio(os.path.join(data, "mxnet/images.rec"), images=True).take_all()
     checks["images"] = [r["image"] for r in images] == [
         recordio.unpack(r)[1] for r in recordio.read(os.path.join(data, "mxnet/images.rec"))]

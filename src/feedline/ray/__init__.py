@@ -5,7 +5,8 @@ RecordIO reader at all, and no WebDataset or TFRecord reader that works without
 TensorFlow. These functions read each format with feedline's own reader inside Ray
 Data's read tasks (one task per file; Ray spreads the files over the cluster):
 
-* :func:`read_recordio` — MXNet RecordIO (``.rec``): one row ``{"record": bytes}`` per
+* :func:`read_recordio` — MXNet RecordIO (``.rec``; with ``parallelism`` above the file
+  count, InputSplit byte-range parts): one row ``{"record": bytes}`` per
   record; ``images=True`` splits the image header as MXNet's ``unpack`` does:
   ``{"label": [float, ...], "id": int, "image": bytes}`` (the label always a list: one
   value, or all of a multi-label record).
@@ -86,10 +87,13 @@ def _blocks(rows: Iterator[dict]) -> Iterator[Any]:
         yield pa.Table.from_pylist(chunk)
 
 
-def _recordio_rows(path: str, images: bool) -> Iterator[dict]:
+def _recordio_rows(path: Any, images: bool) -> Iterator[dict]:
+    """Rows of one file, or of one byte-range part ``(files, r, n)`` of a file set."""
     from feedline.formats.recordio import read, unpack
+    from feedline.io.input_split import InputSplit
 
-    for record in read(path):
+    records = InputSplit(path[0], path[1], path[2]) if isinstance(path, tuple) else read(path)
+    for record in records:
         if not images:
             yield {"record": record}
             continue
@@ -124,7 +128,8 @@ def _parquet_rows(path: str, columns: Sequence[str] | None) -> Iterator[dict]:
 
 
 def _read(kind: str, files: list[str], option: Any, parallelism: int) -> Any:
-    """A Ray dataset with one read task per file, each reading with ``kind``'s reader."""
+    """A Ray dataset with one read task per file, each reading with ``kind``'s reader
+    (RecordIO with ``parallelism`` above the file count: one task per byte-range part)."""
     ray = _ray()
     from ray.data import ReadTask
     from ray.data.block import BlockMetadata
@@ -133,6 +138,7 @@ def _read(kind: str, files: list[str], option: Any, parallelism: int) -> Any:
     readers = {"recordio": _recordio_rows, "tfrecord": _tfrecord_rows,
                "webdataset": lambda p, _opt: _webdataset_rows(p), "parquet": _parquet_rows}
     make_rows = readers[kind]
+    parts = max(parallelism, 1)
 
     class FeedlineDatasource(Datasource):
         def get_name(self) -> str:
@@ -143,13 +149,18 @@ def _read(kind: str, files: list[str], option: Any, parallelism: int) -> Any:
 
         def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
                            data_context: Any = None) -> list:
+            units: list[Any] = list(files)
+            size = {f: os.path.getsize(f) for f in files}
+            if kind == "recordio" and parts > len(files):
+                units = [(files, r, parts) for r in range(parts)]
             tasks = []
-            for path in files:
-                meta = BlockMetadata(num_rows=None, size_bytes=os.path.getsize(path),
-                                     input_files=(path,), exec_stats=None)
+            for unit in units:
+                nbytes = sum(size.values()) // parts if isinstance(unit, tuple) else size[unit]
+                meta = BlockMetadata(num_rows=None, size_bytes=nbytes, input_files=tuple(files)
+                                     if isinstance(unit, tuple) else (unit,), exec_stats=None)
 
-                def read(path: str = path) -> Iterator[Any]:
-                    return _blocks(make_rows(path, option))
+                def read(unit: Any = unit) -> Iterator[Any]:
+                    return _blocks(make_rows(unit, option))
 
                 tasks.append(ReadTask(read, meta))
             return tasks
@@ -160,6 +171,10 @@ def _read(kind: str, files: list[str], option: Any, parallelism: int) -> Any:
 
 def read_recordio(paths: Any, *, images: bool = False, parallelism: int = -1) -> Any:
     """A Ray dataset of the records of RecordIO files; see the module docstring.
+
+    ``parallelism`` above the number of files splits the files, read as one byte range,
+    into that many parts exactly as MXNet's InputSplit does
+    (:class:`feedline.io.InputSplit`): one read task per part, every record in exactly one.
 
     Needs Ray and a running (or local) cluster, so the example is not run by the tests:
 
