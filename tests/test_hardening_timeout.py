@@ -76,7 +76,7 @@ def test_thread_map_timeout(ordered):
 def test_timeout_validated():
     with pytest.raises(ValueError, match="`timeout` must be a positive number of seconds or None, got 0"):
         Dataset.range(3).map(abs, num_workers=2, timeout=0)
-    with pytest.raises(ValueError, match="`timeout` needs `workers` > 0"):
+    with pytest.raises(ValueError, match="`timeout` needs `num_workers` > 0"):
         Dataset.range(3).map(abs, timeout=1)
 
 

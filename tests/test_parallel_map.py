@@ -381,10 +381,10 @@ def test_buffer_fill_is_a_fraction(closing):
 @pytest.mark.parametrize(
     ("kwargs", "exc", "match"),
     [
-        ({"workers": -1}, ValueError, r"`workers` must be a non-negative int or 'auto', got -1"),
-        ({"workers": "many"}, ValueError, r"`workers` must be a non-negative int or 'auto'"),
-        ({"workers": 2, "seed": "s"}, TypeError, r"`seed` must be an int or None, got 's'"),
-        ({"workers": 2, "buffer_size": 0}, ValueError, r"`buffer_size` must be a positive int, got 0"),
+        ({"num_workers": -1}, ValueError, r"`num_workers` must be a non-negative int or 'auto', got -1"),
+        ({"num_workers": "many"}, ValueError, r"`num_workers` must be a non-negative int or 'auto'"),
+        ({"num_workers": 2, "seed": "s"}, TypeError, r"`seed` must be an int or None, got 's'"),
+        ({"num_workers": 2, "buffer_size": 0}, ValueError, r"`buffer_size` must be a positive int, got 0"),
     ],
 )
 def test_bad_arguments(kwargs, exc, match):
