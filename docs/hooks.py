@@ -108,7 +108,33 @@ def expand_directives(markdown: str) -> str:
     return "\n".join(out)
 
 
+_ALL_MODULES = "<!-- every other public module -->"
+
+
+def other_modules(docs_dir: str) -> list[str]:
+    """Every public module of feedline (no ``_`` in its dotted path) with an ``__all__``
+    that no reference page renders with a ``:::`` line of its own."""
+    import pathlib
+    import pkgutil
+
+    import feedline
+
+    rendered = set()
+    for page in pathlib.Path(docs_dir, "reference").glob("*.md"):
+        rendered.update(re.findall(r"^::: (feedline[\w.]*)", page.read_text(encoding="utf-8"), re.M))
+    names = []
+    for info in pkgutil.walk_packages(feedline.__path__, "feedline."):
+        if any(part.startswith("_") for part in info.name.split(".")[1:]) or info.name in rendered:
+            continue
+        if members_of(info.name):
+            names.append(info.name)
+    return sorted(names)
+
+
 def on_page_markdown(markdown, page, config, files):
     if page.file.src_uri.startswith("reference/"):
+        if _ALL_MODULES in markdown:
+            directives = "\n\n".join(f"::: {name}" for name in other_modules(config["docs_dir"]))
+            markdown = markdown.replace(_ALL_MODULES, directives)
         return expand_directives(markdown)
     return markdown

@@ -48,7 +48,14 @@ _QUICK_PASSES = 4
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The demo's options."""
+    """Add the demo's options to ``parser``.
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="feedline demo"); add_arguments(parser)
+    >>> args = parser.parse_args(["--passes", "3", "--resume", "--out", "runs/a"])
+    >>> args.passes, args.resume, args.out, args.num_workers
+    (3, True, 'runs/a', 2)
+    """
     parser.add_argument("--out", default="demo-out", help="output directory (default: ./demo-out)")
     parser.add_argument("--passes", type=int, default=None,
                         help=f"training passes (default {_FULL_PASSES}, {_QUICK_PASSES} with --quick)")
@@ -78,7 +85,16 @@ def _positive(name: str, value: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the demo; return 0 (the exit status)."""
+    """Run the demo; return 0 (the exit status). Options are checked before anything
+    is written (see :func:`feedline.cli.main` for how errors become exit statuses).
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(); add_arguments(parser)
+    >>> run(parser.parse_args(["--passes", "0"]))
+    Traceback (most recent call last):
+    ...
+    feedline.cli.UsageError: --passes must be a positive int, got 0
+    """
     import torch
 
     from feedline.cli import UsageError

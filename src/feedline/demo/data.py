@@ -50,7 +50,12 @@ _MNIST_FILES = {
 
 @dataclass
 class Images:
-    """Flattened ``uint8`` images and ``int64`` labels, split into train and test."""
+    """Flattened ``uint8`` images and ``int64`` labels, split into train and test.
+
+    >>> images = load_digits()
+    >>> images.dim, images.classes, images.shape, images.scale
+    (64, 10, (8, 8), 16)
+    """
 
     train_x: np.ndarray
     train_y: np.ndarray
@@ -71,7 +76,13 @@ class Images:
 
 @dataclass
 class Packed:
-    """The files :func:`pack` wrote."""
+    """The files :func:`pack` wrote.
+
+    >>> import tempfile
+    >>> packed = pack(load_digits(), tempfile.mkdtemp(), train_shards=2, test_shards=1)
+    >>> len(packed.train), len(packed.test), packed.bytes > 100_000
+    (2, 1, True)
+    """
 
     train: list[str]
     test: list[str]
@@ -79,7 +90,12 @@ class Packed:
 
 
 def load_digits(*, test_fraction: float = 0.2, seed: int = 0) -> Images:
-    """scikit-learn's 1,797 digits (8x8, pixels 0..16), split by a seeded permutation."""
+    """scikit-learn's 1,797 digits (8x8, pixels 0..16), split by a seeded permutation.
+
+    >>> images = load_digits(test_fraction=0.5, seed=1)
+    >>> len(images.train_x), len(images.test_x), int(images.train_x.max())
+    (899, 898, 16)
+    """
     datasets = require("sklearn.datasets", extra="demo")
     digits = datasets.load_digits()
     x = digits.data.astype(np.uint8)
@@ -99,7 +115,19 @@ def _find(directory: str, stem: str) -> str:
 
 
 def load_mnist(directory: str | os.PathLike) -> Images:
-    """MNIST from its four IDX files (gzipped or not) in ``directory``."""
+    """MNIST from its four IDX files (gzipped or not) in ``directory``.
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from feedline.formats.idx import write_idx
+    >>> d = tempfile.mkdtemp()
+    >>> for prefix, n in (("train", 3), ("t10k", 2)):
+    ...     write_idx(os.path.join(d, f"{prefix}-images-idx3-ubyte.gz"), np.zeros((n, 28, 28), np.uint8))
+    ...     write_idx(os.path.join(d, f"{prefix}-labels-idx1-ubyte"), np.arange(n, dtype=np.uint8))
+    >>> images = load_mnist(d)
+    >>> images.train_x.shape, images.test_y.tolist(), images.scale
+    ((3, 784), [0, 1], 255)
+    """
     from feedline.formats.idx import read_idx
 
     directory = os.fspath(directory)
@@ -111,7 +139,11 @@ def load_mnist(directory: str | os.PathLike) -> Images:
 
 
 def load(*, mnist: str | os.PathLike | None = None, test_fraction: float = 0.2, seed: int = 0) -> Images:
-    """MNIST from ``mnist`` when given, else scikit-learn's digits."""
+    """MNIST from ``mnist`` when given, else scikit-learn's digits.
+
+    >>> load().source
+    'scikit-learn digits'
+    """
     if mnist is not None:
         return load_mnist(mnist)
     return load_digits(test_fraction=test_fraction, seed=seed)
@@ -119,7 +151,14 @@ def load(*, mnist: str | os.PathLike | None = None, test_fraction: float = 0.2, 
 
 def pack(images: Images, directory: str | os.PathLike, *, train_shards: int = 4,
          test_shards: int = 2) -> Packed:
-    """Write the training set as sharded RecordIO and the test set as sharded TFRecord."""
+    """Write the training set as sharded RecordIO and the test set as sharded TFRecord.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> packed = pack(load_digits(), d, train_shards=2, test_shards=1)
+    >>> sorted(os.path.basename(p) for p in packed.train + packed.test)
+    ['test-00000-of-00001.tfrecord', 'train-00000-of-00002.rec', 'train-00001-of-00002.rec']
+    """
     positive_int("train_shards", train_shards)
     positive_int("test_shards", test_shards)
     directory = os.fspath(directory)
@@ -139,7 +178,13 @@ def pack(images: Images, directory: str | os.PathLike, *, train_shards: int = 4,
 
 
 def decode_record(record: bytes, scale: float = 16.0) -> tuple[np.ndarray, int]:
-    """A RecordIO record -> ``(pixels / scale as float32, label)``."""
+    """A RecordIO record -> ``(pixels / scale as float32, label)``.
+
+    >>> record = recordio.pack(recordio.IRHeader(0, 7.0, 0, 0), bytes([0, 8, 16]))
+    >>> pixels, label = decode_record(record)
+    >>> pixels.tolist(), label
+    ([0.0, 0.5, 1.0], 7)
+    """
     header, payload = recordio.unpack(record)
     pixels = np.frombuffer(payload, dtype=np.uint8).astype(np.float32) / np.float32(scale)
     return pixels, int(header.label)
@@ -149,7 +194,13 @@ _EXAMPLE_SPEC = {"image_raw": FixedLenFeature((), "string"), "label": FixedLenFe
 
 
 def decode_example(record: bytes, scale: float = 16.0) -> tuple[np.ndarray, int]:
-    """A TFRecord ``Example`` -> ``(pixels / scale as float32, label)``."""
+    """A TFRecord ``Example`` -> ``(pixels / scale as float32, label)``.
+
+    >>> record = encode_example({"image_raw": bytes([0, 255]), "label": 3})
+    >>> pixels, label = decode_example(record, scale=255)
+    >>> pixels.tolist(), label
+    ([0.0, 1.0], 3)
+    """
     parsed = parse_single_example(record, _EXAMPLE_SPEC)
     raw = parsed["image_raw"]
     raw = raw.item() if isinstance(raw, np.ndarray) else raw

@@ -29,7 +29,12 @@ __all__ = ["mlp", "digits_network"]
 
 
 def mlp(pixel: data_type.InputType, label: data_type.InputType) -> torch.nn.Module:
-    """fc 200 -> fc 200 -> ``label.value_range`` logits, for ``pixel.dim`` inputs."""
+    """fc 200 -> fc 200 -> ``label.value_range`` logits, for ``pixel.dim`` inputs.
+
+    >>> model = mlp(data_type.dense_vector(64), data_type.integer_value(10))
+    >>> model(torch.zeros(2, 64)).shape
+    torch.Size([2, 10])
+    """
     # a dense pixel input and an integer label: both sizes are known
     assert pixel.dim is not None and label.value_range is not None
     return torch.nn.Sequential(
@@ -42,7 +47,12 @@ def mlp(pixel: data_type.InputType, label: data_type.InputType) -> torch.nn.Modu
 def digits_network(dim: int, classes: int = 10, *, learning_rate: float = 1e-3) -> Network:
     """:func:`mlp` as a :class:`~feedline.train.Network` with inputs ``pixel`` (dense,
     ``dim``) and ``label`` (``classes`` ids): Adam at ``learning_rate``,
-    ``L2Regularization(1e-4)``, ``ModelAverage(0.15, max_average_window=100)``."""
+    ``L2Regularization(1e-4)``, ``ModelAverage(0.15, max_average_window=100)``.
+
+    >>> net = digits_network(64, 10, learning_rate=0.01)
+    >>> net.feature_names, type(net.create_model()[0]).__name__
+    (('pixel',), 'Linear')
+    """
     return network(
         inputs={"pixel": data_type.dense_vector(dim), "label": data_type.integer_value(classes)},
         learning_rate=learning_rate,

@@ -54,10 +54,25 @@ def train_pipeline(paths: Sequence[str], *, scale: float, batch_size: int = 32,
                    prefetch: int | str = 4, process: bool = False, nice: int = 0) -> Dataset:
     """Batches of ``(pixels, label)`` samples from the RecordIO shards ``paths``.
 
-    ``num_workers``: decoding processes (0: decode in the pipeline's own thread).
-    ``prefetch``: batches read ahead, in a background thread, or with ``process=True``
-    in a background process running the whole pipeline (``nice``: its CPU priority
-    lowered by that much, its workers' too).
+    Args:
+        paths: the training shards (RecordIO).
+        scale: the pixels' maximum (16 for scikit-learn's digits, 255 for MNIST).
+        batch_size: samples per batch.
+        shuffle_buffer: the shuffle buffer across shards.
+        num_workers: decoding processes (0: decode in the pipeline's own thread).
+        seed: the seed of the shard order, the shuffle and the workers.
+        prefetch: batches read ahead, in a background thread (or a process).
+        process: run the whole pipeline in a background process.
+        nice: with ``process=True``, its CPU priority (and its workers') lowered by
+            that much.
+
+    >>> import tempfile
+    >>> from feedline.demo.data import load, pack
+    >>> packed = pack(load(), tempfile.mkdtemp(), train_shards=2, test_shards=1)
+    >>> ds = train_pipeline(packed.train, scale=16, batch_size=100, num_workers=0)
+    >>> [len(b) for b in ds][:3], sum(len(b) for b in ds)
+    ([100, 100, 100], 1438)
+    >>> ds.close()
     """
     decode = functools.partial(decode_record, scale=scale)
     shuffled = (files(list(paths), shuffle=True, seed=seed)
@@ -73,7 +88,14 @@ def train_pipeline(paths: Sequence[str], *, scale: float, batch_size: int = 32,
 
 
 def test_pipeline(paths: Sequence[str], *, scale: float, batch_size: int = 256) -> Dataset:
-    """Batches of ``(pixels, label)`` samples from the TFRecord shards ``paths``, in order."""
+    """Batches of ``(pixels, label)`` samples from the TFRecord shards ``paths``, in order.
+
+    >>> import tempfile
+    >>> from feedline.demo.data import load, pack
+    >>> packed = pack(load(), tempfile.mkdtemp(), train_shards=1, test_shards=2)
+    >>> [len(b) for b in test_pipeline(packed.test, scale=16, batch_size=200)]
+    [200, 159]
+    """
     decode = functools.partial(decode_example, scale=scale)
     return (files(list(paths))
             .interleave(_tfrecord, cycle_length=1)

@@ -63,9 +63,14 @@ from feedline.runtime.seeding import begin_item, begin_item_key, derive_seed, it
 __all__ = ["OK", "ERROR", "CANCELLED", "END", "EndOfInput", "Executor", "run_chunk",
            "Slot", "SlotExecutor", "ThreadExecutor"]
 
-#: Entry status codes of a chunk's reply (``END``: the source's data ended before the
-#: position; see :class:`EndOfInput`).
-OK, ERROR, CANCELLED, END = 0, 1, 2, 3
+#: Entry status code of a chunk's reply: the item was produced.
+OK = 0
+#: Entry status code: the function raised (the reply carries the packed exception).
+ERROR = 1
+#: Entry status code: the chunk was cancelled before the item ran.
+CANCELLED = 2
+#: Entry status code: the source's data ended before the position (see :class:`EndOfInput`).
+END = 3
 
 
 class EndOfInput(Exception):

@@ -71,12 +71,24 @@ _PROBE_SECONDS = 3.0  # how long a liveness probe of the cluster may take
 
 
 def require_ray() -> Any:
-    """The ``ray`` module, or ``ImportError`` naming ``pip install 'feedline[ray]'``."""
+    """The ``ray`` module, or ``ImportError`` naming ``pip install 'feedline[ray]'``.
+    Importing Ray starts nothing.
+
+    >>> require_ray().__name__  # doctest: +SKIP
+    'ray'
+    """
     return require("ray", extra="ray")
 
 
 def check_ray_options(options: dict[str, Any]) -> None:
-    """Validate ``ray_options`` (see the module docstring)."""
+    """Validate ``ray_options`` (see the module docstring).
+
+    >>> check_ray_options({"num_cpus": 2, "resources": {"prep": 1}, "max_retries": 3})
+    >>> check_ray_options({"num_cpus": 0})
+    Traceback (most recent call last):
+    ...
+    ValueError: `ray_options['num_cpus']` must be a positive number, got 0
+    """
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise ValueError(f"`ray_options` has unknown key(s) {unknown}; known: {', '.join(_OPTIONS)}")
