@@ -112,6 +112,25 @@ def run_in_namespace(script: str, *args: str, timeout: float) -> dict:
     return result
 
 
+def _descendants(root: int) -> list[int]:
+    """The process ids below ``root`` in the process tree (children, their children...)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 class LocalCluster:
     """A head node and a second node on 127.0.0.1 (run inside the namespace only)."""
 
@@ -149,12 +168,20 @@ class LocalCluster:
             time.sleep(0.2)
 
     def kill_node(self) -> None:
-        """SIGKILL the second node and every process it started (its raylet, workers)."""
+        """SIGKILL the second node and every process it started: its raylet and the Ray
+        workers that raylet forked (each in a process group of its own, so the node's
+        group alone would leave them running and finishing their tasks)."""
         if self.node is not None:
+            doomed = _descendants(self.node.pid)
             try:
                 os.killpg(self.node.pid, signal.SIGKILL)
             except OSError:
                 pass
+            for pid in doomed:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             self.node.wait()
             self.node = None
 

@@ -75,7 +75,14 @@ def decode_augment(record: bytes) -> np.ndarray:
 
 
 def slow_decode(record: bytes) -> np.ndarray:
-    time.sleep(0.03)
+    """decode_augment, slowly, noting which node ran it; ten times slower on the second
+    node, so that the node is busy (with tasks to lose) whenever it is killed."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    with open(os.path.join(os.environ["FEEDLINE_RAY_PRIVATE"], "nodes"), "a") as f:
+        f.write(f"{node} {time.time()}\n")
+    time.sleep(0.03 if node == HEAD_NODE else 0.3)
     return decode_augment(record)
 
 
@@ -95,6 +102,7 @@ def very_slow(record: bytes) -> np.ndarray:
 
 
 CORPUS: tuple[str, str] = ("", "")
+HEAD_NODE = ""  # the head's node id, set by main()
 CURSED = Dataset.range(N_IMAGES).global_shuffle(seed=1).to_list()[7]  # record at position 7
 
 
@@ -229,12 +237,18 @@ def main(workdir: str, out: str) -> None:
             }
 
         # 4. the second node killed mid-epoch: identical output, nothing lost or repeated
+        global HEAD_NODE
+        HEAD_NODE = ray.get_runtime_context().get_node_id()
         it = pipeline("ray", slow_decode, ray_options={"max_retries": 5}).iterator()
         killed = digests(it, limit=2)
+        while len(killed) < N_IMAGES // BATCH and not _second_node_busy():
+            killed += digests(it, limit=1)  # kill only while the second node maps an item
         cluster.kill_node()
         killed += digests(it)
         it.close()
         results["node_killed"] = killed
+        calls = _node_calls()
+        results["node_killed_calls"] = {"nodes": len({n for n, _ in calls}), "calls": len(calls)}
 
         # 5. the cluster stopped under a running pipeline: a named error within timeout
         trainer_proc = subprocess.Popen(
@@ -261,6 +275,22 @@ def main(workdir: str, out: str) -> None:
             cluster.stop()
         with open(out, "w") as f:
             json.dump(results, f)
+
+
+def _node_calls() -> list[tuple[str, float]]:
+    with open(os.path.join(os.environ["FEEDLINE_RAY_PRIVATE"], "nodes")) as f:
+        return [(node, float(t)) for node, t in (line.split() for line in f)]
+
+
+def _second_node_busy(wait: float = 2.0) -> bool:
+    """Whether, within ``wait`` seconds, the second node is seen mapping an item (one it
+    began less than 0.2 s ago: it takes 0.3 s)."""
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        if any(node != HEAD_NODE and time.time() - t < 0.2 for node, t in _node_calls()):
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def resume_in_new_process(mode: str, state_path: str) -> list | str:

@@ -70,6 +70,9 @@ def test_exception_in_fn_surfaces_at_its_position_and_is_not_retried(report):
 
 def test_second_node_killed_mid_epoch_changes_nothing(report):
     assert report["node_killed"] == report["ray"]
+    calls = report["node_killed_calls"]
+    assert calls["nodes"] == 2, calls  # both nodes mapped items before the kill
+    assert calls["calls"] > 48, calls  # a task lost with the node was run again
 
 
 def test_cluster_stopped_under_a_pipeline_is_a_named_error(report):
