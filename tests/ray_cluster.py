@@ -58,8 +58,9 @@ def _env(private: str) -> dict[str, str]:
     return env
 
 
-def _kill_leftovers(private: str) -> list[int]:
-    """SIGKILL every process whose command line or environment names ``private``."""
+def _kill_leftovers(private: str, *, only_ray: bool = False) -> list[int]:
+    """SIGKILL every process (but this one) whose command line or environment names
+    ``private`` — with ``only_ray``, only those whose command is one of Ray's."""
     killed = []
     needle = private.encode()
     for entry in os.listdir("/proc"):
@@ -71,6 +72,9 @@ def _kill_leftovers(private: str) -> list[int]:
             with open(f"/proc/{entry}/environ", "rb") as f:
                 env = f.read()
         except OSError:
+            continue
+        if only_ray and not (b"/site-packages/ray/" in cmd or cmd.startswith(b"ray::")
+                             or b"\x00ray." in cmd):  # also `python -m ray.util...`
             continue
         if needle in cmd or needle in env:
             try:
@@ -186,5 +190,9 @@ class LocalCluster:
             self.node = None
 
     def stop(self) -> None:
+        """Kill the second node, then every Ray process this run started (by pid: those
+        whose environment names the run's folder and whose command is Ray's). Not
+        ``ray stop``: it kills Ray processes by name machine-wide, other users' too (the
+        namespace separates networks, not processes)."""
         self.kill_node()
-        subprocess.run([self._ray, "stop", "--force"], capture_output=True, timeout=120)
+        _kill_leftovers(self.private, only_ray=True)
