@@ -20,9 +20,11 @@
   :class:`~feedline.exceptions.StageTimeoutError` naming the stage and the element's
   position, instead of blocking forever; the iteration ends. A process worker stuck in
   ``fn`` is terminated; a stuck thread cannot be stopped and is abandoned (it ends when
-  ``fn`` returns). With a timeout each message to a worker process carries one item, so
-  that the element is known. A mapper in the consuming thread (``num_workers=0``) cannot be
-  interrupted, so ``timeout`` needs ``num_workers > 0``.
+  ``fn`` returns). On Ray a chunk of ``k`` items may take ``k * timeout`` from when it
+  is its slot's oldest, and an unanswered chunk whose cluster cannot be reached raises
+  :class:`~feedline.exceptions.ClusterUnavailableError` instead. A mapper in the
+  consuming thread (``num_workers=0``) cannot be interrupted, so ``timeout`` needs
+  ``num_workers > 0``.
 
 The state of an in-thread map is its parent's state: ``fn`` is applied to whatever the
 parent yields next.
