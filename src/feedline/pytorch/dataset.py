@@ -21,7 +21,9 @@
   - has ``state_dict()`` / ``load_state_dict()`` (the torchdata ``Stateful`` protocol),
     so ``torchdata.stateful_dataloader.StatefulDataLoader`` — with or without worker
     processes — resumes exactly: a loader restored from a state taken after ``k``
-    batches yields the batches the uninterrupted loader yields after ``k``.
+    batches yields the batches the uninterrupted loader yields after ``k``; on
+    another world size or ``num_workers``, :func:`job_state` combines the states of
+    every rank into one that resumes the epoch exactly once.
 
 Items are converted with the :mod:`feedline.pytorch.convert` rules (numpy arrays, also inside
 dicts, lists and tuples, become tensors; ``pin_memory=True`` pins them when iterated in
@@ -92,7 +94,7 @@ from feedline.dataset.base import STATE_VERSION as PIPELINE_STATE_VERSION
 from feedline.dataset.base import Dataset, RandomAccessDataset
 from feedline.exceptions import StateError
 
-__all__ = ["as_torch", "TorchMapDataset", "TorchIterableDataset", "STATE_VERSION"]
+__all__ = ["as_torch", "TorchMapDataset", "TorchIterableDataset", "job_state", "STATE_VERSION"]
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +273,9 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
     ``rank``/``world_size``: fixed instead of ``torch.distributed``'s (else ``RANK`` /
     ``WORLD_SIZE``). ``state_dict()`` is ``{"version", "epoch", "part", "parts",
     "pipeline"}``: the position of the iterator last started (``pipeline`` is ``None``
-    before its first item), or of the next epoch's start when none was started.
+    before its first item), or of the next epoch's start when none was started; while it
+    resumes parts of a saved job (:func:`job_state`) it also has ``units``, the state of
+    each of those parts.
 
     >>> from feedline import Dataset
     >>> tds = TorchIterableDataset(Dataset.range(6).filter(lambda x: x != 2))
@@ -359,16 +363,26 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         part, parts = self._part()
         pending, self._pending = self._pending, None
-        if pending is not None:
+        epoch: int | None = None
+        units: list[dict[str, Any]] | None = None
+        if pending is not None and pending.get("type") == "job":
+            if self.presplit:
+                raise StateError(
+                    "a job state (job_state()) cannot resume a pipeline already split by rank "
+                    "(a split/shard in it): its parts are tied to the saved world size; remove "
+                    "that split/shard, or resume each rank from its own state"
+                )
+        elif pending is not None:
             if (pending["part"], pending["parts"]) != (part, parts):
                 raise StateError(
                     f"state was taken in part {pending['part']} of {pending['parts']} "
                     f"(rank x DataLoader worker), this iteration is part {part} of {parts}: "
-                    "resume with the same world size and num_workers"
+                    "resume with the same world size and num_workers, or combine the states "
+                    "of every rank with job_state() to resume on another one"
                 )
-            epoch, pipeline_state = pending["epoch"], pending["pipeline"]
-        else:
-            epoch, pipeline_state = None, None
+            epoch = pending["epoch"]
+            units = pending["units"] if "units" in pending else [
+                {"part": part, "parts": parts, "pipeline": pending["pipeline"]}]
         info = torch.utils.data.get_worker_info()
         in_worker = info is not None
         # the workers of one DataLoader iteration share its base seed (and, when
@@ -376,16 +390,25 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         key = None if info is None else (info.seed - info.id, self._iters)
         self._iters += 1
         epoch = self._epochs.claim(key, epoch)
+        if pending is not None and pending.get("type") == "job" and epoch == pending["epoch"]:
+            # the worker copies of a later DataLoader iteration still hold the job (the
+            # main process's dataset keeps it): they claim a later epoch, read as usual
+            units = [u for u in pending["units"] if u["part"] % parts == part]
         convert = _converter(self.convert, self.pin_memory and not in_worker)
-        if self.presplit:
-            pipeline = split_workers(self.dataset, part, parts)
-        else:
-            pipeline = split_pipeline(self.dataset, part, parts)
-        it = _TorchIterator(pipeline, epoch, part, parts, pipeline_state, convert)
+        if units is None:
+            units = [{"part": part, "parts": parts, "pipeline": None}]
+        it = _TorchIterator(self._unit_pipeline, epoch, part, parts, units, convert)
         if self._live is not None and self._live is not it:
             self._live.close()
         self._live = it
         return it
+
+    def _unit_pipeline(self, part: int, parts: int) -> Dataset:
+        """The pipeline of part ``part`` of ``parts`` (this iteration's own part, or a part
+        of the job a state was saved in)."""
+        if self.presplit:
+            return split_workers(self.dataset, part, parts)
+        return split_pipeline(self.dataset, part, parts)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -412,7 +435,16 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         ...                      "pipeline": None})
         >>> [b for b in tds], tds.epoch  # epoch 4 from its start; the next one is 5
         ([[0, 1], [2]], 5)
+
+        ``state`` may also be a job state (:func:`job_state`: the states of every rank and
+        worker of a job, combined), on any world size and ``num_workers``: the next
+        ``iter()`` runs the saved epoch and reads the remainder of the saved parts dealt
+        to this one (see :func:`job_state`).
         """
+        if isinstance(state, dict) and state.get("type") == "job":
+            self._pending = _check_job(state)
+            self._epochs.set_next(state["epoch"])
+            return
         if not isinstance(state, dict) or not {"version", "epoch", "part", "parts",
                                                 "pipeline"} <= set(state):
             raise StateError(f"not a TorchIterableDataset state: {state!r}")
@@ -473,13 +505,19 @@ class _EpochCounter:
 
 
 class _TorchIterator:
-    """One epoch of one part; builds the pipeline iterator at the first item."""
+    """One epoch of one part: reads its units — its own part, or the parts of a saved job
+    dealt to it (:func:`job_state`) — one after the other; builds each unit's pipeline
+    iterator at its first item. A unit is ``{"part", "parts", "pipeline"}``: the part's
+    pipeline state (``None``: its start; after its end: its end state)."""
 
-    def __init__(self, ds: Dataset, epoch: int, part: int, parts: int,
-                 pipeline_state: dict | None, convert: Callable[[Any], Any] | None) -> None:
-        self._ds = ds
+    def __init__(self, build: Callable[[int, int], Dataset], epoch: int, part: int, parts: int,
+                 units: list[dict[str, Any]], convert: Callable[[Any], Any] | None) -> None:
+        self._build = build
         self._epoch, self._part, self._parts = epoch, part, parts
-        self._start_state = pipeline_state
+        self._units = [dict(u) for u in units]
+        self._takeover = not (len(units) == 1 and (units[0]["part"], units[0]["parts"])
+                              == (part, parts))
+        self._cur = 0  # the unit being read
         self._convert = convert
         self._it: Any = None
         self._done = False
@@ -488,34 +526,42 @@ class _TorchIterator:
         return self
 
     def __next__(self) -> Any:
-        if self._done:
-            raise StopIteration
-        if self._it is None:
-            self._open()
-        try:
-            item = next(self._it)
-        except StopIteration:
-            self._end_state = self._it.get_state()["stages"]
-            self.close()
-            raise
-        return item if self._convert is None else self._convert(item)
+        while not self._done:
+            if self._it is None:
+                if self._cur >= len(self._units):
+                    self._done = True
+                    break
+                self._open(self._units[self._cur])
+            try:
+                item = next(self._it)
+            except StopIteration:
+                self._units[self._cur]["pipeline"] = self._it.get_state()["stages"]
+                it, self._it = self._it, None
+                it.close()
+                self._cur += 1
+                continue
+            return item if self._convert is None else self._convert(item)
+        raise StopIteration
 
-    def _open(self) -> None:
-        if self._start_state is None:
-            self._it = self._ds.iterator(epoch=self._epoch)
+    def _open(self, unit: dict[str, Any]) -> None:
+        ds = self._build(unit["part"], unit["parts"])
+        if unit["pipeline"] is None:
+            self._it = ds.iterator(epoch=self._epoch)
         else:
-            self._it = self._ds.iterator({"type": "pipeline", "version": PIPELINE_STATE_VERSION,
-                                          "epoch": self._epoch, "stages": self._start_state})
+            self._it = ds.iterator({"type": "pipeline", "version": PIPELINE_STATE_VERSION,
+                                    "epoch": self._epoch, "stages": unit["pipeline"]})
 
     def state(self) -> dict[str, Any]:
+        units = [dict(u) for u in self._units]
         if self._it is not None:
-            stages = self._it.get_state()["stages"]
-        elif self._done:
-            stages = getattr(self, "_end_state", self._start_state)
+            units[self._cur]["pipeline"] = self._it.get_state()["stages"]
+        state: dict[str, Any] = {"version": STATE_VERSION, "epoch": self._epoch,
+                                 "part": self._part, "parts": self._parts, "pipeline": None}
+        if self._takeover:
+            state["units"] = units
         else:
-            stages = self._start_state
-        return {"version": STATE_VERSION, "epoch": self._epoch, "part": self._part,
-                "parts": self._parts, "pipeline": stages}
+            state["pipeline"] = units[0]["pipeline"]
+        return state
 
     def close(self) -> None:
         self._done = True
@@ -527,6 +573,129 @@ class _TorchIterator:
         it = self.__dict__.get("_it")
         if it is not None:
             it.close()
+
+
+_PART_KEYS = frozenset(("version", "epoch", "part", "parts", "pipeline"))
+
+
+def _part_states(obj: Any) -> Iterator[dict[str, Any]]:
+    """Every TorchIterableDataset state (and job state) inside ``obj``: a state itself,
+    a ``StatefulDataLoader`` state, or lists and dicts of them."""
+    if isinstance(obj, dict):
+        if obj.get("type") == "job" or _PART_KEYS <= set(obj):
+            yield obj
+            return
+        for value in obj.values():
+            yield from _part_states(value)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            yield from _part_states(value)
+
+
+def _check_job(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` if it is a well-formed job state, else :class:`StateError`."""
+    if state.get("version") != STATE_VERSION:
+        raise StateError(
+            f"state version {state.get('version')} is not supported (expected {STATE_VERSION})")
+    units = state.get("units")
+    parts = state.get("parts")
+    if (not isinstance(units, list) or not isinstance(parts, int) or isinstance(parts, bool)
+            or parts < 1 or sorted(u.get("part", -1) for u in units) != list(range(parts))
+            or any(u.get("parts") != parts or "pipeline" not in u for u in units)):
+        raise StateError(f"not a job state (see job_state()): {state!r}")
+    non_negative_int("state['epoch']", state["epoch"])
+    return dict(state)
+
+
+def job_state(states: Any) -> dict[str, Any]:
+    """One state for a whole job, from the states of all its ranks, that resumes the job
+    on *any* world size and number of DataLoader workers, exactly once.
+
+    ``states``: the states taken at the same step on every rank — each rank's
+    ``StatefulDataLoader.state_dict()`` (it holds one
+    :meth:`TorchIterableDataset.state_dict` per DataLoader worker), or those dataset
+    states themselves — in a list, in any order (gather them with
+    ``torch.distributed.all_gather_object`` or save one file per rank). Together they
+    must hold every part of the saved job (rank ``r``'s worker ``w`` reads part
+    ``r * W + w`` of ``R * W``) once; each part's state records what that part has
+    consumed (the position of its pipeline).
+
+    The result is JSON-able: ``{"version", "type": "job", "epoch", "parts", "units"}``,
+    one unit ``{"part", "parts", "pipeline"}`` per saved part. Give it to
+    :meth:`TorchIterableDataset.load_state_dict` on every rank of the new job (before
+    making its DataLoader, not to ``StatefulDataLoader.load_state_dict``): the next
+    iteration runs the saved epoch, and part ``p`` of the new job's ``P`` parts
+    resumes the saved parts ``p, p + P, p + 2P, ...`` one after the other from their
+    states — the remainder of each saved part is read by exactly one new part, so with
+    what was consumed before the save, every record is read exactly once in that epoch
+    (the saved parts are pipelines of their own: a ``shuffle`` keeps each part's order).
+    The epochs after it are split by the new world size as usual. A state taken during
+    such an epoch holds its units and can be combined again.
+
+    Raises :class:`~feedline.exceptions.StateError` when the resume could not be exact:
+    states of different epochs (save on every rank at the same step), a part missing or
+    two states of the same part (for a pipeline already split by rank before
+    ``as_torch()`` — a ``split``/``shard`` in it — every rank's parts have the same
+    numbers: resume such a job on its saved world size, each rank from its own state),
+    or a job state given to such a pipeline.
+
+    >>> from feedline import Dataset
+    >>> ds = Dataset.range(12).filter(lambda x: True)
+    >>> old = [TorchIterableDataset(ds, rank=r, world_size=4) for r in range(4)]
+    >>> its = [iter(t) for t in old]
+    >>> consumed = [int(next(it)) for it in its]        # one item on each of 4 ranks
+    >>> job = job_state([t.state_dict() for t in old])
+    >>> new = [TorchIterableDataset(ds, rank=r, world_size=2) for r in range(2)]
+    >>> for t in new: t.load_state_dict(job)
+    >>> rest = [[int(x) for x in t] for t in new]      # saved parts 0, 2 and 1, 3
+    >>> consumed, rest
+    ([0, 1, 2, 3], [[4, 8, 6, 10], [5, 9, 7, 11]])
+    >>> [[int(x) for x in t] for t in new]             # the next epoch: split by 2
+    [[0, 2, 4, 6, 8, 10], [1, 3, 5, 7, 9, 11]]
+    """
+    found = list(_part_states(states))
+    if not found:
+        raise StateError("job_state() found no TorchIterableDataset state in `states`")
+    epochs = sorted({s.get("epoch") for s in found}, key=repr)
+    if len(epochs) != 1:
+        raise StateError(
+            f"the states are from different epochs {epochs}: save the state of every rank "
+            "at the same step"
+        )
+    units: dict[int, dict[str, Any]] = {}
+    counts: set[int] = set()
+    jobs: list[dict[str, Any]] = []  # a job state loaded and not yet iterated, once
+    for s in found:
+        if s.get("type") == "job":
+            if s in jobs:
+                continue
+            jobs.append(s)
+        if s.get("version") != STATE_VERSION:
+            raise StateError(
+                f"state version {s.get('version')} is not supported (expected {STATE_VERSION})")
+        got = s["units"] if "units" in s else [
+            {"part": s["part"], "parts": s["parts"], "pipeline": s["pipeline"]}]
+        for unit in got:
+            counts.add(unit["parts"])
+            if unit["part"] in units:
+                raise StateError(
+                    f"two states of part {unit['part']} of {unit['parts']}: pass each rank's "
+                    "state once; a pipeline split by rank before as_torch() (a split/shard "
+                    "in it) cannot be resumed on another world size"
+                )
+            units[unit["part"]] = unit
+    if len(counts) != 1:
+        raise StateError(f"the states are of jobs split into different numbers of parts "
+                         f"{sorted(counts)}: pass the states of one job")
+    parts = counts.pop()
+    missing = sorted(set(range(parts)) - set(units))
+    if missing:
+        raise StateError(
+            f"parts {missing} of {parts} are missing: pass the state of every rank (each "
+            "holds its DataLoader workers' parts)"
+        )
+    return _check_job({"version": STATE_VERSION, "type": "job", "epoch": epochs[0],
+                       "parts": parts, "units": [units[k] for k in sorted(units)]})
 
 
 def as_torch(dataset: Dataset, *, convert: bool = True, pin_memory: bool = False,
