@@ -378,17 +378,50 @@ class Dataset(Generic[T]):
         >>> Dataset.range(4).map(lambda x: 10 // (2 - x), on_error="skip").to_list()
         [5, 10, -10]
         """
-        from feedline._internal.validate import renamed_option
-        from feedline.dataset.map import map_dataset
+        from feedline._internal.validate import (
+            one_of,
+            optional_positive_number,
+            renamed_option,
+        )
 
         num_workers = renamed_option("workers", "num_workers", workers, num_workers, 0)
+        timeout = optional_positive_number("timeout", timeout)
+        optional_positive_int("buffer_size", buffer_size)
+        one_of("backend", backend, ("process", "thread", "ray"))
+        parallel = num_workers == "auto" or (
+            isinstance(num_workers, int) and not isinstance(num_workers, bool)
+            and num_workers > 0)
+        if not parallel:
+            if num_workers != 0:
+                raise ValueError("`num_workers` must be a non-negative int or 'auto', got "
+                                 f"{num_workers!r}")
+            if timeout is not None:
+                raise ValueError("`timeout` needs `num_workers` > 0: a mapper running in the "
+                                 "consuming thread cannot be interrupted")
+        if ray_options and backend != "ray":
+            raise ValueError("`ray_options` needs backend='ray'")
 
         def build(f: Callable) -> Dataset:
-            return map_dataset(
-                self, f, num_workers=num_workers, ordered=ordered, seed=seed, name=name,
-                buffer_size=buffer_size, backend=backend, timeout=timeout,
-                ray_options=ray_options,
-            )
+            """The map stage for ``num_workers`` and ``backend`` (see feedline.dataset.map)."""
+            callable_arg("fn", f)
+            label = name or f"map({getattr(f, '__name__', type(f).__name__)})"
+            if parallel and backend == "thread":
+                from feedline.dataset.thread_map import ThreadMapDataset
+
+                return ThreadMapDataset(self, f, workers=num_workers, ordered=ordered, seed=seed,
+                                        buffer_size=buffer_size, name=label, timeout=timeout)
+            if parallel:
+                from feedline.dataset.parallel_map import ParallelMapDataset
+
+                return ParallelMapDataset(
+                    self, f, workers=num_workers, ordered=ordered, seed=seed, name=label,
+                    buffer_size=buffer_size, timeout=timeout, backend=backend,
+                    ray_options=ray_options)
+            from feedline.dataset.map import MapDataset, RandomAccessMapDataset
+
+            if isinstance(self, RandomAccessDataset):
+                return RandomAccessMapDataset(self, f, label)
+            return MapDataset(self, f, label)
 
         if on_error == "raise" and max_skips is None and replacement is UNSET:
             return build(fn)

@@ -40,78 +40,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
-from feedline._internal.validate import (
-    callable_arg,
-    one_of,
-    optional_positive_int,
-    optional_positive_number,
-)
 from feedline.dataset.base import BuildContext, Dataset, RandomAccessDataset
 from feedline.dataset.iterator import DatasetIterator, TransformIterator
 
-__all__ = ["map_dataset", "MapDataset", "RandomAccessMapDataset"]
-
-
-def _fn_name(fn: Callable) -> str:
-    return getattr(fn, "__name__", type(fn).__name__)
-
-
-def map_dataset(
-    parent: Dataset,
-    fn: Callable,
-    *,
-    num_workers: int | str = 0,
-    ordered: bool = True,
-    seed: int | None = None,
-    name: str | None = None,
-    buffer_size: int | None = None,
-    backend: str = "process",
-    timeout: float | None = None,
-    ray_options: dict[str, Any] | None = None,
-) -> Dataset:
-    """Build the right map stage for ``num_workers`` and ``backend``; see the module docstring.
-
-    >>> type(map_dataset(Dataset.range(3), abs)).__name__           # random access stays so
-    'RandomAccessMapDataset'
-    >>> stream = Dataset.from_reader(lambda: iter([1, -2]))
-    >>> ds = map_dataset(stream, abs)
-    >>> type(ds).__name__, ds.name, ds.to_list()
-    ('MapDataset', 'map(abs)', [1, 2])
-    >>> type(map_dataset(stream, abs, num_workers=2, backend="thread")).__name__
-    'ThreadMapDataset'
-    """
-    callable_arg("fn", fn)
-    timeout = optional_positive_number("timeout", timeout)
-    label = name or f"map({_fn_name(fn)})"
-    optional_positive_int("buffer_size", buffer_size)
-    one_of("backend", backend, ("process", "thread", "ray"))
-    parallel = num_workers == "auto" or (
-        isinstance(num_workers, int) and not isinstance(num_workers, bool) and num_workers > 0)
-    if parallel and backend == "thread":
-        from feedline.dataset.thread_map import ThreadMapDataset
-
-        if ray_options:
-            raise ValueError("`ray_options` needs backend='ray'")
-        return ThreadMapDataset(parent, fn, workers=num_workers, ordered=ordered, seed=seed,
-                                buffer_size=buffer_size, name=label, timeout=timeout)
-    if parallel:
-        from feedline.dataset.parallel_map import ParallelMapDataset
-
-        return ParallelMapDataset(
-            parent, fn, workers=num_workers, ordered=ordered, seed=seed, name=label,
-            buffer_size=buffer_size, timeout=timeout, backend=backend,
-            ray_options=ray_options,
-        )
-    if num_workers != 0:
-        raise ValueError(f"`num_workers` must be a non-negative int or 'auto', got {num_workers!r}")
-    if timeout is not None:
-        raise ValueError(
-            "`timeout` needs `num_workers` > 0: a mapper running in the consuming thread cannot "
-            "be interrupted"
-        )
-    if isinstance(parent, RandomAccessDataset):
-        return RandomAccessMapDataset(parent, fn, label)
-    return MapDataset(parent, fn, label)
+__all__ = ["MapDataset", "RandomAccessMapDataset"]
 
 
 class _InThreadMap:
@@ -153,7 +85,7 @@ class RandomAccessMapDataset(_InThreadMap, RandomAccessDataset):
 
     @property
     def _source(self) -> RandomAccessDataset:
-        return cast(RandomAccessDataset, self._parents[0])  # map_dataset checked it
+        return cast(RandomAccessDataset, self._parents[0])  # Dataset.map checked it
 
     def __len__(self) -> int:
         return len(self._source)
