@@ -101,9 +101,8 @@ def rank_main(rank: int, world: int, port: int, url: str, options: list[dict], j
                     ids += [int(i) for i in batch]
                 if step == KILL_STEP:
                     state = loader.state_dict()  # what this rank consumed, per worker
-                    workers = [w.pid for w in getattr(loader._iterator, "_workers", [])]
                     _write_json(os.path.join(out, f"state-{rank}.json"),
-                                {"state": state, "consumed": ids, "workers": workers})
+                                {"state": state, "consumed": ids})
                     time.sleep(600)  # killed here (SIGKILL) by the test
         else:
             result["epoch1"] = _epoch(joined)

@@ -34,7 +34,7 @@ from feedline.train.distributed import free_port  # noqa: E402
 from multinode_helpers import BATCH, FILE_SIZES, KILL_STEP, N_RECORDS, rank_main, write_set  # noqa: E402
 from s3_proxy import s3_stack  # noqa: E402
 
-HANG_GUARD_S = 240
+HANG_GUARD_S = 120  # per job: both within pytest's 300 s timeout
 
 
 def _descendants(pid: int) -> list[int]:
@@ -56,8 +56,16 @@ def _start(world, url, options, job, out):
                               nprocs=world, join=False, start_method="spawn")
 
 
-def _kill(ctx) -> None:
-    """SIGKILL the ranks of ``ctx`` and every process they started."""
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _kill(ctx) -> list[int]:
+    """SIGKILL the ranks of ``ctx`` and every process they started; their pids."""
     pids = []
     for proc in ctx.processes:
         if proc.is_alive():
@@ -69,6 +77,7 @@ def _kill(ctx) -> None:
             pass
     for proc in ctx.processes:
         proc.join(10)
+    return pids
 
 
 def _errors(out) -> str:
@@ -113,7 +122,12 @@ def test_two_nodes_read_a_remote_tfrecord_set_once_per_epoch_across_a_kill_and_a
         try:
             _wait(first, out, lambda: len(glob.glob(os.path.join(out, "state-*.json"))) == 4)
         finally:
-            _kill(first)
+            killed = _kill(first)
+        assert len(killed) >= 4 * 3, "4 ranks and their 2 DataLoader workers each were killed"
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in killed) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in killed)
         epoch0 = [json.load(open(os.path.join(out, f"epoch0-{r}.json")))["epoch0"] for r in range(4)]
         saved = [json.load(open(os.path.join(out, f"state-{r}.json"))) for r in range(4)]
         assert all(len(ids) > 0 for ids in epoch0), "every rank reads a part"
