@@ -57,11 +57,13 @@ def _start(world, url, options, job, out):
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        with open(f"/proc/{pid}/status") as f:
+            status = f.read()
     except OSError:
         return False
+    return "\nState:\tZ" not in status
 
 
 def _kill(ctx) -> list[int]:
