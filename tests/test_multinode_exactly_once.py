@@ -216,3 +216,48 @@ def test_job_state_refuses_what_cannot_be_exact():
     last = TorchIterableDataset(ds, rank=1, world_size=2)
     last.load_state_dict(job_state([mid]))
     assert [int(x) for x in last] == [5, 7, 9, 11]  # part 1 of 2 resumes saved part 1 (part 0 has ended)
+
+
+def test_a_resumed_job_checkpoints_and_resumes_again(tmp_path):
+    """4 ranks -> 2 ranks (checkpointed again mid-epoch) -> either the same 2 ranks through
+    ``StatefulDataLoader.load_state_dict`` or 1 rank through ``job_state``: exactly once,
+    with a buffer shuffle (each saved part keeps its own order)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from feedline.io.records import read_records
+    from feedline.pytorch.dataset import TorchIterableDataset
+    from multinode_helpers import record_id
+
+    write_set(str(tmp_path))
+
+    def loader(rank, world, state=None, job=None):
+        pipeline = read_records(str(tmp_path / "*.tfrecord")).map(record_id).shuffle(8, seed=3)
+        tds = TorchIterableDataset(pipeline, rank=rank, world_size=world)
+        if job is not None:
+            tds.load_state_dict(job)
+        out = StatefulDataLoader(tds, batch_size=BATCH, num_workers=2)
+        if state is not None:
+            out.load_state_dict(state)
+        return out
+
+    def take(dl, steps):
+        it = iter(dl)
+        return [int(i) for _ in range(steps) for i in next(it)], dl.state_dict()
+
+    seen, states = [], []
+    for r in range(4):
+        ids, state = take(loader(r, 4), 2)
+        seen += ids
+        states.append(state)
+    first = job_state(states)
+    seen2, states2 = [], []
+    for r in range(2):
+        ids, state = take(loader(r, 2, job=first), 3)
+        seen2 += ids
+        states2.append(state)
+    same = [int(i) for r in range(2) for b in loader(r, 2, state=states2[r]) for i in b]
+    _once(seen + seen2 + same, "4 ranks, 2 ranks, the same 2 ranks restored")
+    again = job_state(states2)
+    assert again["parts"] == 8  # still the parts of the first job
+    one = [int(i) for b in loader(0, 1, job=again) for i in b]
+    _once(seen + seen2 + one, "4 ranks, 2 ranks, 1 rank")
