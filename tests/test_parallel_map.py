@@ -66,7 +66,7 @@ def test_unordered_yields_the_same_multiset(closing, source):
 
 def test_large_arrays_arrive_intact_and_writable(closing):
     ds = Dataset.range(12).map(lambda i: {"img": image(i), "meta": (i, image(-i)[:3])},
-                               workers=2)
+                               num_workers=2)
     closing(ds)
     out = ds.to_list()
     for i, item in enumerate(out):
@@ -88,7 +88,7 @@ def test_arrays_sent_from_a_stream_parent_reach_the_workers(closing):
 def test_non_contiguous_and_odd_results(closing):
     ds = Dataset.range(5).map(
         lambda i: (np.arange(20_000.0).reshape(100, 200)[:, ::2] + i, None, b"x" * 20_000),
-        workers=2,
+        num_workers=2,
     )
     closing(ds)
     for i, (arr, none, blob) in enumerate(ds.to_list()):

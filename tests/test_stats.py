@@ -49,7 +49,7 @@ def test_numbers_per_stage():
 def test_bottleneck_names_the_slow_in_thread_stage():
     report = run(stream(15).map(lambda x: x * 2).map(slow, name="map(slow)").batch(5))
     assert report.bottleneck.startswith("compute-bound: map(slow) runs in the consumer's thread")
-    assert "workers=N" in report.bottleneck
+    assert "num_workers=N" in report.bottleneck
     assert max(report.stages, key=lambda s: s.self_s).name == "map(slow)"
 
 

@@ -14,10 +14,10 @@
 ``detect``             format detection from a file's first bytes
 =====================  =============================================================
 
-Each is importable under its short public name too: ``feedline.tfrecord`` is
-``feedline.formats.tfrecord``.
+Each is public under its short name: ``feedline.tfrecord`` is a real module that
+re-exports ``feedline.formats.tfrecord``'s names and carries its documentation.
 
 >>> import feedline.tfrecord, feedline.formats.tfrecord
->>> feedline.tfrecord is feedline.formats.tfrecord
+>>> feedline.tfrecord.TFRecordWriter is feedline.formats.tfrecord.TFRecordWriter
 True
 """
