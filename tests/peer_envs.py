@@ -24,7 +24,7 @@ PEERS_DIR = pathlib.Path(os.environ.get("FEEDLINE_PEERS") or ROOT.parent / "peer
 #: What each peer's environment needs (as in the benchmarks' harness and DESIGN.md).
 INSTALL = {
     "tensorflow": "tensorflow-cpu",
-    "mxnet": "mxnet==1.9.1 'numpy<1.24' 'opencv-python-headless<4.9'",
+    "mxnet": "mxnet==1.9.1 'numpy<1.24' 'opencv-python-headless<4.9' google-crc32c simplejpeg Pillow",
     "paddle": "paddlepaddle",
     "torchvision": "torch torchvision",
 }
