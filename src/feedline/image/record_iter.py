@@ -379,7 +379,7 @@ class _BatchDecoder:
             try:
                 return self._one(epoch, position, record, out), position
             except DecodeError as exc:
-                skipped.append((*self.files.locate(position), str(exc)))
+                skipped.append((*self.files.locate(position), exc.message))  # the place is in the tuple
                 position = begin + (position - begin + 1) % (end - begin)
                 record = self.files._getitem(position)
         raise DecodeError(
