@@ -60,6 +60,27 @@ def make_corpus(workdir: str) -> tuple[str, str]:
     return idx, rec
 
 
+def image_iter_digests(workdir: str, backend: str) -> list[str]:
+    """Digests of one epoch of an augmenting ImageRecordIter (decode on ``backend``) over
+    IRHeader-packed copies of the corpus's images."""
+    import hashlib
+
+    from feedline.formats.recordio import IRHeader, pack
+    from feedline.image import ImageRecordIter
+
+    idx, rec = os.path.join(workdir, "labelled.idx"), os.path.join(workdir, "labelled.rec")
+    if not os.path.exists(rec):
+        source = Records(*CORPUS)
+        with IndexedRecordIO(idx, rec, "w") as w:
+            for i in range(N_IMAGES):
+                w.write_idx(i, pack(IRHeader(0, float(i % 3), i, 0), source[i]))
+    with ImageRecordIter(path_imgrec=rec, path_imgidx=idx, data_shape=(3, 32, 32), batch_size=8,
+                         rand_crop=True, rand_mirror=True, shuffle=True, seed=1,
+                         preprocess_threads=2, backend=backend, dtype="uint8") as it:
+        return [hashlib.sha256(np.ascontiguousarray(b.data[0]).tobytes()
+                               + np.asarray(b.label[0]).tobytes()).hexdigest() for b in it]
+
+
 def decode_augment(record: bytes) -> np.ndarray:
     """Decode, then a random 32x32 crop (numpy's global generator) and a random flip
     (Python's ``random``): placement-independent only if every item is seeded alike."""
@@ -194,6 +215,9 @@ def main(workdir: str, out: str) -> None:
         results["stream"] = stream.map(abs, num_workers=2, backend="ray").to_list()
         results["unordered"] = sorted(Dataset.range(30).map(
             abs, num_workers=2, backend="ray", ordered=False).to_list())
+
+        # 1c. ImageRecordIter's decode stage on the cluster: the batches of processes
+        results["image_iter"] = {b: image_iter_digests(workdir, b) for b in ("process", "ray")}
 
         # 1b. feedline's formats as Ray Data datasources read what feedline and the peers wrote
         results["datasources"] = datasources(workdir)

@@ -32,6 +32,11 @@ def test_ray_output_is_bit_identical_to_processes(report):
     assert report["ray"] != report["local"]  # the crops are random: the test can tell
 
 
+def test_image_record_iter_decodes_on_ray_as_on_processes(report):
+    got = report["image_iter"]
+    assert len(got["ray"]) == -(-48 // 8) and got["ray"] == got["process"]
+
+
 def test_stream_inputs_and_unordered_maps_run_on_ray(report):
     assert report["stream"] == [abs(i) for i in range(-20, 20)]
     assert report["unordered"] == list(range(30))

@@ -95,8 +95,9 @@ Semantics, field by field:
   decodes it; the shuffle order of epoch ``e`` from ``(seed, e)``. Epoch ``e`` is the
   ``e``-th pass (``reset()`` or a new ``for`` loop after the end starts the next one).
 * **backend**: ``preprocess_threads`` workers decode and augment (``0``: in the
-  consuming thread), threads or processes as ``backend`` says (``"auto"``, ``"thread"``
-  or ``"process"``, a feedline addition), ``prefetch_buffer`` batches are prepared ahead, ``dtype``
+  consuming thread), threads, processes or Ray tasks as ``backend`` says (``"auto"``,
+  ``"thread"``, ``"process"`` or ``"ray"``: the decode stage on the cluster that
+  ``ray.init()``/``RAY_ADDRESS`` names, the same batches bit for bit; a feedline addition), ``prefetch_buffer`` batches are prepared ahead, ``dtype``
   ``"float32"``, ``"uint8"`` (no normalisation) or ``"int8"`` (MXNet's: the pixel minus
   the mean — ``mean_r/g/b`` or ``mean_img`` — rounded to nearest, ties to even, and
   saturated to ``[-128, 127]``; ``std_*`` and ``scale`` are not applied, as in MXNet).
@@ -517,7 +518,7 @@ class ImageRecordIterConfig:
         one_of("dtype", self.dtype, ("float32", "uint8", "int8"))
         non_negative_int("seed", self.seed)
         non_negative_int("preprocess_threads", self.preprocess_threads)
-        one_of("backend", self.backend, ("auto", "thread", "process"))
+        one_of("backend", self.backend, ("auto", "thread", "process", "ray"))
         if self.backend == "auto":  # what measured faster: see the module docstring
             self.backend = "thread" if self.dtype == "float32" else "process"
         positive_int("prefetch_buffer", self.prefetch_buffer)
