@@ -41,6 +41,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["FaultProxy", "S3Stack", "s3_stack", "Request", "FAULTS"]
 
@@ -63,6 +64,9 @@ class Request:
     range: str | None
     sent: int = 0
     fault: str | None = None
+    #: set once the proxy has finished answering (a client may have read the whole body
+    #: before the proxy's thread counts it as sent)
+    done: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     @property
     def is_data_get(self) -> bool:
@@ -102,6 +106,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         fault = proxy._match(req)
         with proxy._lock:
             proxy.requests.append(req)
+        try:
+            self._answer(proxy, req, fault, body)
+        finally:
+            req.done.set()
+
+    def _answer(self, proxy: Any, req: Request, fault: Any, body: bytes) -> None:
         if fault is not None:
             req.fault = fault.kind
         if fault is not None and fault.kind == "reset":
@@ -251,6 +261,7 @@ class FaultProxy:
         (faulty replies left out), in the order asked."""
         out = []
         for r in self.data_gets(key):
+            r.done.wait(30)  # its answer is complete (the client may have read it first)
             if r.fault is not None and r.fault != "slow":
                 continue
             if r.range is None:
