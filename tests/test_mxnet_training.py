@@ -1,6 +1,6 @@
 """MXNet training code runs unchanged on feedline's ImageRecordIter with
-``output="mxnet"``: the MXNet page's Cifar iterator (``../shared/designs/
-mxnet_efficient_data_loaders.txt``, "MXNet IO Python Interface") under
+``output="mxnet"``: the MXNet page's Cifar iterator (the design document "Efficient Data
+Loaders", section "MXNet IO Python Interface") under
 ``mx.mod.Module.fit`` and a Gluon loop, in the MXNet peer's environment.
 
 The only change to the page's program: ``mx.io.ImageRecordIter(`` becomes
