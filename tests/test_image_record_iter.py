@@ -24,6 +24,7 @@ from feedline.image.pack import pack_images  # noqa: E402
 from feedline.image.record_iter import ImageRecordIter, part_range  # noqa: E402
 
 N = 23  # records; not a multiple of the batch sizes used
+from mxnet_page import PAGE_BLOCK, make_cifar_folder  # noqa: E402
 from peer_envs import peer_python  # noqa: E402
 
 HAS_PARALLEL_MAP = importlib.util.find_spec("feedline.dataset.parallel_map") is not None
@@ -637,31 +638,6 @@ def test_skip_keeps_rank_batch_counts_equal_and_resumes(tmp_path, workers):
 
 
 # ---------------------------------------------------------------- the seed's code, MXNet's loop
-SEED_BLOCK = """
-dataiter = mx.io.ImageRecordIter(
-    # Dataset Parameter, indicating the data file, please check the data is already there
-    path_imgrec="data/cifar/train.rec",
-    # Dataset Parameter, indicating the image size after preprocessing
-    data_shape=(3,28,28),
-    # Batch Parameter, tells how many images in a batch
-    batch_size=100,
-    # Augmentation Parameter, when offers mean_img, each image will subtract the mean value at each pixel
-    mean_img="data/cifar/cifar10_mean.bin",
-    # Augmentation Parameter, randomly crop a patch of the data_shape from the original image
-    rand_crop=True,
-    # Augmentation Parameter, randomly mirror the image horizontally
-    rand_mirror=True,
-    # Augmentation Parameter, randomly shuffle the data
-    shuffle=False,
-    # Backend Parameter, preprocessing thread number
-    preprocess_threads=4,
-    # Backend Parameter, prefetch buffer size
-    prefetch_buffer=1,
-    # Optional, the device context which data loader optimized for, could be 'gpu' or 'cpu'
-    ctx="gpu",
-    # The out data type, could be 'float32' 'int8' or 'uint8'
-    dtype="float32")
-"""
 
 
 def test_seed_mxnet_image_record_iter_block_runs(tmp_path, monkeypatch):
@@ -675,16 +651,9 @@ def test_seed_mxnet_image_record_iter_block_runs(tmp_path, monkeypatch):
     import feedline.image
     from feedline import ndarray_file
 
-    rng = np.random.default_rng(0)
-    folder = tmp_path / "images"
-    for c in range(3):
-        (folder / f"class{c}").mkdir(parents=True)
-        for k in range(40):
-            img = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
-            (folder / f"class{c}" / f"{k}.jpg").write_bytes(simplejpeg.encode_jpeg(img, quality=90))
-    pack_images(folder, tmp_path / "data" / "cifar" / "train")
+    make_cifar_folder(tmp_path)
     monkeypatch.chdir(tmp_path)
-    code = SEED_BLOCK  # ctx="gpu" as written: without CUDA a warning, and CPU batches
+    code = PAGE_BLOCK  # ctx="gpu" as written: without CUDA a warning, and CPU batches
     torch = pytest.importorskip("torch")
     scope = {"mx": types.SimpleNamespace(io=feedline.image)}
     if torch.cuda.is_available():

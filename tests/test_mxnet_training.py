@@ -17,31 +17,17 @@ import os
 import pathlib
 import subprocess
 
-import numpy as np
 import pytest
 
+from mxnet_page import PAGE_BLOCK, make_cifar_folder
 from peer_envs import peer_python
 
 simplejpeg = pytest.importorskip("simplejpeg")
 
-from feedline.image import ImageRecordIter, pack_images  # noqa: E402
+from feedline.image import ImageRecordIter  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-PAGE_BLOCK = """
-dataiter = mx.io.ImageRecordIter(
-    path_imgrec="data/cifar/train.rec",
-    data_shape=(3,28,28),
-    batch_size=100,
-    mean_img="data/cifar/cifar10_mean.bin",
-    rand_crop=True,
-    rand_mirror=True,
-    shuffle=False,
-    preprocess_threads=4,
-    prefetch_buffer=1,
-    ctx="gpu",
-    dtype="float32")
-"""
 
 TRAIN = """
 import json, sys, warnings
@@ -75,17 +61,7 @@ print(json.dumps({"kinds": kinds, "acc": score["accuracy"], "rows": rows}))
 
 @pytest.fixture
 def cifar_folder(tmp_path):
-    rng = np.random.default_rng(0)
-    folder = tmp_path / "images"
-    for c in range(3):
-        (folder / f"class{c}").mkdir(parents=True)
-        for k in range(40):
-            img = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
-            img[..., c] = 200                          # a class the network can learn
-            (folder / f"class{c}" / f"{k}.jpg").write_bytes(
-                simplejpeg.encode_jpeg(img, quality=90))
-    pack_images(folder, tmp_path / "data" / "cifar" / "train")
-    return tmp_path
+    return make_cifar_folder(tmp_path, learnable=True)
 
 
 def test_the_pages_iterator_trains_under_module_fit_and_gluon(cifar_folder):
