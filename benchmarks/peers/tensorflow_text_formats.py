@@ -13,21 +13,11 @@ prints one JSON object on its last line: ``{"csv": {"batch": s, "element": s, "r
 
 import json
 import sys
-import time
 
 import tensorflow as tf
+from peer_timing import best_of
 
 CSV_TYPES = [tf.int32, tf.float32, tf.int32, tf.string, tf.float32]
-
-
-def best_of(repeat, fn):
-    result = fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def passes(make, repeat, batch):

@@ -13,9 +13,9 @@ JSON object on its last line: best of REPEAT timed runs after one warm-up, in se
 
 import json
 import sys
-import time
 
 import tensorflow as tf
+from peer_timing import best_of
 
 SPEC = {
     "label": tf.io.FixedLenFeature([], tf.int64),
@@ -27,16 +27,6 @@ SPEC = {
     "name": tf.io.FixedLenFeature([], tf.string),
     "image": tf.io.FixedLenFeature([], tf.string),
 }  # the fixture's spec without its Ragged view of "ids" (TF refuses a key both sparse and ragged)
-
-
-def best_of(repeat, fn):
-    result = fn()  # warm-up
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def read(repeat, batch, paths):
