@@ -109,3 +109,18 @@ def test_the_fast_path_is_taken_and_resumes_exactly(tmp_path):
     again = read_csv(path, DEFAULTS)
     again.set_state(state)
     assert list(again) == rest and rest[0][0] == 1234
+
+
+def test_peek_lines_and_skip_lines_bounds(tmp_path):
+    from feedline.text import TextLineReader
+
+    path = tmp_path / "p.txt"
+    path.write_bytes(b"a\nb\nc\n")
+    r = TextLineReader(path)
+    lines, starts, first = r.peek_lines(2)
+    assert (lines, starts.tolist(), first) == ([b"a", b"b"], [0, 2, 4], 1)
+    with pytest.raises(ValueError, match=r"skip_lines\(4\): only 3 lines are in the block"):
+        r.skip_lines(4)
+    r.skip_lines(2)
+    assert next(r) == b"c" and r.peek_lines(5)[0] == []
+

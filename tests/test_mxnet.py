@@ -102,3 +102,14 @@ def test_ctx_maps_to_torch_devices():
         torch_device("tpu")
     with pytest.raises(TypeError, match=r"`ctx` must be 'cpu', 'gpu', 'gpu\(N\)' or a torch.device, got 3"):
         torch_device(3)
+
+
+
+def test_parse_ctx_names_what_it_accepts():
+    from feedline.mxnet import parse_ctx
+
+    assert parse_ctx("cuda:2") == ("gpu", 2) and parse_ctx("cpu(0)") == ("cpu", 0)
+    with pytest.raises(ValueError, match=r"`ctx` must be 'cpu', 'gpu', 'gpu\(N\)' or 'cuda:N', got 'tpu'"):
+        parse_ctx("tpu")
+    with pytest.raises(TypeError, match=r"`ctx` must be 'cpu', 'gpu', 'gpu\(N\)' or a torch.device"):
+        parse_ctx(3)

@@ -287,7 +287,8 @@ class TextLineReader(DatasetIterator[Any]):
     def skip_lines(self, k: int) -> None:
         """Consume ``k`` lines returned by the last :meth:`peek_lines`."""
         if not 0 <= k <= len(self._lines) - self._i:
-            raise ValueError(f"skip_lines({k}): only {len(self._lines) - self._i} lines peeked")
+            raise ValueError(f"skip_lines({k}): only {len(self._lines) - self._i} lines are "
+                             "in the block peek_lines reads from")
         self._i += k
 
     def tell(self) -> int:
