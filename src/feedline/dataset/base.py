@@ -59,8 +59,11 @@ STATE_VERSION = 1
 class BuildContext:
     """What a stage needs to know when its iterator is built.
 
-    ``epoch`` seeds per-iteration randomness; ``stats`` is a statistics collector (or
-    ``None``) that wraps every stage iterator to time it.
+    Args:
+        epoch: the iteration number; seeded stages derive their per-iteration
+            randomness from it.
+        stats: a statistics collector that wraps every stage iterator to time it, or
+            ``None`` (no timing).
 
     >>> ctx = BuildContext(epoch=0)
     >>> ctx, ctx.with_epoch(3)
@@ -71,6 +74,14 @@ class BuildContext:
     stats: Any = None
 
     def with_epoch(self, epoch: int) -> BuildContext:
+        """A copy of this context with another epoch (the same ``stats``).
+
+        Args:
+            epoch: the iteration number of the copy.
+
+        >>> BuildContext(epoch=1).with_epoch(2).epoch
+        2
+        """
         return replace(self, epoch=epoch)
 
 
@@ -235,9 +246,15 @@ class Dataset(Generic[T]):
     def from_iterable(iterable: Iterable[T], *, deterministic: bool | None = None) -> Dataset[T]:
         """A dataset over ``iterable``; see :func:`feedline.dataset.sources.from_iterable`.
 
-        A list, tuple or range is random access; another iterable is iterated afresh each
-        epoch if it can be (a one-shot iterator can be read once, and its position cannot
-        be restored).
+        Args:
+            iterable: the items. A list, tuple or range is random access; another
+                iterable is iterated afresh each epoch if it can be (a one-shot iterator
+                can be read once, and its position cannot be restored).
+            deterministic: for an iterable that is neither a sequence nor a one-shot
+                iterator: ``True`` declares that it yields the same items in the same
+                order every time, so a state resumes by re-reading and skipping;
+                ``None``/``False``: ``get_state()`` raises
+                :class:`~feedline.exceptions.StateNotSupportedError`.
 
         >>> Dataset.from_iterable(["a", "b"]).batch(2).to_list()
         [['a', 'b']]
@@ -250,6 +267,13 @@ class Dataset(Generic[T]):
     def from_reader(reader: Callable[[], Iterable[T]], *, deterministic: bool = False) -> Dataset[T]:
         """A dataset over a PaddlePaddle reader (a zero-argument callable returning an
         iterable), called once per epoch; see :func:`feedline.dataset.sources.from_reader`.
+
+        Args:
+            reader: the zero-argument callable, called at the start of every iteration.
+            deterministic: ``True`` declares that every call yields the same items in the
+                same order, so a state can be resumed by calling ``reader`` again and
+                skipping; ``False`` (default) makes ``get_state()`` raise
+                :class:`~feedline.exceptions.StateNotSupportedError`.
 
         >>> def reader():
         ...     return iter([1, 2, 3])
@@ -291,6 +315,9 @@ class Dataset(Generic[T]):
         """Any object with ``__len__`` and ``__getitem__(int)``, as a random-access dataset
         (``global_shuffle``, index sharding and worker reads by index work on it).
 
+        Args:
+            source: the object; item ``i`` is ``source[i]`` and the length ``len(source)``.
+
         >>> Dataset.from_random_access("abc").global_shuffle(seed=0).to_list() != []
         True
         """
@@ -303,6 +330,11 @@ class Dataset(Generic[T]):
         """A dataset whose iterators come from ``factory()``: a stateful record reader (a
         :class:`~feedline.dataset.iterator.DatasetIterator` with ``get_state``/``set_state``),
         so the pipeline resumes exactly through it.
+
+        Args:
+            factory: a zero-argument callable returning a new iterator, called once per
+                iteration.
+            name: the stage's name in ``repr``, statistics and errors.
 
         >>> from feedline.dataset.iterator import DatasetIterator
         >>> class Count(DatasetIterator):
@@ -435,6 +467,10 @@ class Dataset(Generic[T]):
     def filter(self, predicate: Callable[[T], bool]) -> Dataset[T]:
         """Keep the items for which ``predicate(item)`` is true, in order.
 
+        Args:
+            predicate: called with each item; the item is kept when the result is truthy.
+                A non-callable raises ``TypeError``.
+
         >>> Dataset.range(6).filter(lambda x: x % 2 == 0).to_list()
         [0, 2, 4]
         """
@@ -444,6 +480,12 @@ class Dataset(Generic[T]):
 
     def flat_map(self, fn: Callable[[T], Iterable[Any]]) -> Dataset:
         """Replace every item by the 0..n items of the iterable ``fn(item)``, in order.
+
+        Args:
+            fn: called with each item; returns an iterable (a list, a generator, a
+                :class:`Dataset`). It must be deterministic: resuming calls it again on
+                the item being expanded. A non-callable raises ``TypeError``; a result
+                that is not iterable raises ``TypeError`` naming the item.
 
         >>> Dataset.range(3).flat_map(lambda x: [x] * x).to_list()
         [1, 2, 2]
@@ -475,6 +517,11 @@ class Dataset(Generic[T]):
         """Read a random-access dataset in a seeded permutation of its indices, a new one
         each epoch (the same on every rank, so shard *after* it); O(1) memory for large
         datasets. Raises ``TypeError`` on a stream (use :meth:`shuffle`).
+
+        Args:
+            seed: the seed of the sequence of permutations: epoch ``e`` uses the
+                permutation seeded with ``(seed, e)``. ``None`` draws a fresh seed when the
+                stage is built; a non-int raises ``TypeError``.
 
         >>> ds = Dataset.range(5).global_shuffle(seed=3)
         >>> first, second = ds.to_list(), ds.to_list()
@@ -518,7 +565,15 @@ class Dataset(Generic[T]):
                      padding_values: Any = None, drop_remainder: bool = False) -> Dataset:
         """Batches of ``batch_size`` items whose components are padded to a common shape
         and stacked (tf.data ``padded_batch``); see :mod:`feedline.dataset.padded_batch`.
-        ``padding_values=None`` pads with 0 (``""`` for strings).
+
+        Args:
+            batch_size: items per batch (a positive int, else ``ValueError``/``TypeError``).
+            padded_shapes: ``None`` pads every dimension to the largest in the batch; else
+                one shape per component in the item's structure (a tuple of ints and
+                ``None``/``-1``), an int padding to exactly that size.
+            padding_values: one value for every component, or one per component in the
+                item's structure; ``None`` pads with 0 (``""`` for strings).
+            drop_remainder: drop a final batch smaller than ``batch_size``.
 
         >>> Dataset.from_iterable([[1], [2, 3]]).padded_batch(2).to_list()[0].tolist()
         [[1, 0], [2, 3]]
@@ -537,6 +592,12 @@ class Dataset(Generic[T]):
         first pass and read them on later passes, in any process, rebuilding a cache that
         is half-written or made by a different pipeline; see :mod:`feedline.dataset.cache`.
 
+        Args:
+            path: ``None`` caches in memory; a directory path caches on disk (the caches
+                of other pipelines in it are removed once this one is complete).
+            shard_size: with ``path``: elements per part file (a positive int, else
+                ``ValueError``/``TypeError``).
+
         >>> ds = Dataset.range(3).map(lambda x: -x).cache()
         >>> ds.to_list(), ds.to_list()
         ([0, -1, -2], [0, -1, -2])
@@ -553,6 +614,11 @@ class Dataset(Generic[T]):
         """Like :meth:`cache` with a path (tf.data ``snapshot``), but the snapshots of other
         pipelines in ``path`` are kept, one directory per pipeline fingerprint.
 
+        Args:
+            path: the directory holding one snapshot directory per pipeline fingerprint.
+            shard_size: elements per part file (a positive int, else
+                ``ValueError``/``TypeError``).
+
         >>> import tempfile
         >>> d = tempfile.mkdtemp()
         >>> a, b = Dataset.range(3).snapshot(d), Dataset.range(4).snapshot(d)
@@ -566,6 +632,9 @@ class Dataset(Generic[T]):
     def take(self, n: int) -> Dataset[T]:
         """The first ``n`` items (fewer if the dataset is shorter); PaddlePaddle's ``firstn``.
 
+        Args:
+            n: how many items (an int >= 0, else ``ValueError``/``TypeError``).
+
         >>> Dataset.range(10).take(3).to_list()
         [0, 1, 2]
         """
@@ -575,6 +644,9 @@ class Dataset(Generic[T]):
 
     def skip(self, n: int) -> Dataset[T]:
         """Every item after the first ``n`` (none if the dataset is shorter).
+
+        Args:
+            n: how many items to skip (an int >= 0, else ``ValueError``/``TypeError``).
 
         >>> Dataset.range(5).skip(3).to_list()
         [3, 4]
@@ -586,6 +658,10 @@ class Dataset(Generic[T]):
     def repeat(self, epochs: int | None = None) -> Dataset[T]:
         """Iterate the dataset ``epochs`` times (forever when ``None``), each pass with the
         next epoch number, so seeded shuffles change order between passes.
+
+        Args:
+            epochs: the number of passes (a positive int, else
+                ``ValueError``/``TypeError``), or ``None`` for forever.
 
         >>> Dataset.range(2).repeat(3).to_list()
         [0, 1, 0, 1, 0, 1]
@@ -653,6 +729,10 @@ class Dataset(Generic[T]):
         """Tuples of one item from each dataset; ends with the shortest (``strict=True``:
         raises ``ValueError`` unless all end together).
 
+        Args:
+            strict: ``True`` raises ``ValueError`` when one dataset ends while another
+                still has items; ``False`` ends silently with the shortest.
+
         >>> Dataset.range(3).zip(Dataset.from_iterable(["a", "b"])).to_list()
         [(0, 'a'), (1, 'b')]
         """
@@ -672,6 +752,15 @@ class Dataset(Generic[T]):
         torch.distributed's, else ``RANK``/``WORLD_SIZE``. Shard *after* a global shuffle
         and *before* a buffer shuffle.
 
+        Args:
+            rank: this rank, in ``0 .. world_size - 1`` (else ``ValueError``); ``None``:
+                torch.distributed's rank, else the ``RANK`` environment variable.
+            world_size: the number of ranks (a positive int); ``None``: as for ``rank``,
+                from ``WORLD_SIZE``.
+            policy: ``"pad"``, ``"drop_remainder"`` or ``"none"`` as above (another value
+                raises ``ValueError``); a stream accepts only ``"none"`` (``ValueError``
+                otherwise).
+
         >>> [Dataset.range(10).shard(r, 3).to_list() for r in range(3)]
         [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]
         """
@@ -686,8 +775,17 @@ class Dataset(Generic[T]):
         """Read ``cycle_length`` datasets made by ``fn(item)`` at once, taking
         ``block_length`` items from each in turn, in tf.data's exact order (a finished one's
         slot takes the next input's when the cycle comes back to it).
-        ``num_parallel_reads`` reads ahead in threads.
         See :mod:`feedline.dataset.interleave`.
+
+        Args:
+            fn: called with each input item (typically a path); returns a
+                :class:`Dataset` (else ``TypeError``).
+            cycle_length: how many datasets are read at once (a positive int).
+            block_length: items taken from one dataset before moving to the next (a
+                positive int).
+            num_parallel_reads: ``None`` reads in the consumer's thread; ``N`` reads each
+                open dataset ahead in a background thread with a buffer of ``N`` items (the
+                order is unchanged).
 
         >>> Dataset.range(2).interleave(lambda i: Dataset.range(i * 10, i * 10 + 3),
         ...                             cycle_length=2).to_list()
@@ -711,6 +809,26 @@ class Dataset(Generic[T]):
         exceed that many padded tokens). ``pad=True`` pads and stacks each batch as
         :meth:`padded_batch` does. See :mod:`feedline.dataset.bucket`.
 
+        Args:
+            length_fn: an item's length, a non-negative int (else ``ValueError`` naming
+                the item).
+            bucket_boundaries: strictly increasing positive ints ``[b0, .., bk-1]``: bucket
+                0 holds lengths ``< b0``, bucket ``i`` lengths in ``[b(i-1), b(i))``, the
+                last lengths ``>= b(k-1)``.
+            bucket_batch_sizes: an int for every bucket or one positive int per bucket
+                (``len(bucket_boundaries) + 1`` entries): a bucket's batch is complete at
+                that many items.
+            max_tokens: a budget per batch of ``items * max(longest length, 1)`` padded
+                tokens. At least one of ``bucket_batch_sizes`` and ``max_tokens`` is
+                needed (``ValueError``).
+            drop_remainder: drop the incomplete batches left when the input ends instead
+                of yielding them in bucket order.
+            pad: pad and stack each batch as :meth:`padded_batch` does instead of yielding
+                a list.
+            padded_shapes: with ``pad=True``: as for :meth:`padded_batch` (without it:
+                ``ValueError``).
+            padding_values: with ``pad=True``: as for :meth:`padded_batch`.
+
         >>> ds = Dataset.from_iterable(["a", "bbbb", "cc", "dddd"])
         >>> ds.bucket_by_length(length_fn=len, bucket_boundaries=[3],
         ...                     bucket_batch_sizes=[2, 2]).to_list()
@@ -729,6 +847,18 @@ class Dataset(Generic[T]):
         """Items drawn from ``datasets`` with probabilities ``weights`` (normalised),
         deterministic for ``seed``; see :mod:`feedline.dataset.mix`.
 
+        Args:
+            datasets: a non-empty list of datasets.
+            weights: one finite number >= 0 per dataset, with a positive sum (else
+                ``ValueError``).
+            seed: the seed of the sequence of choices, a new one per iteration; ``None``
+                draws a fresh seed when the stage is built.
+            stop_on_empty: ``True`` ends the mix at the first chosen dataset that is
+                exhausted; ``False`` drops that dataset from the mix and goes on until all
+                are exhausted.
+            cycle: ``True`` restarts an exhausted dataset (with a new epoch) so the mix
+                never ends; a dataset empty from the start then raises ``ValueError``.
+
         >>> ds = Dataset.mix([Dataset.range(3), Dataset.range(10, 13)], [1, 1], seed=0,
         ...                  stop_on_empty=False)
         >>> sorted(ds.to_list())
@@ -743,6 +873,13 @@ class Dataset(Generic[T]):
                stop_on_empty: bool = True) -> Dataset:
         """Item ``k`` from ``datasets[i_k]``, ``i_k`` being item ``k`` of ``index_dataset``
         (tf.data ``choose_from_datasets``); see :mod:`feedline.dataset.mix`.
+
+        Args:
+            datasets: a non-empty list of datasets.
+            index_dataset: a dataset of ints, each the position in ``datasets`` of the
+                dataset the next item comes from; the result ends with it.
+            stop_on_empty: ``True`` ends at the first chosen dataset that is exhausted;
+                ``False`` passes over such an index.
 
         >>> Dataset.choose([Dataset.range(3), Dataset.range(10, 13)],
         ...                Dataset.from_iterable([1, 0, 1])).to_list()
@@ -759,6 +896,17 @@ class Dataset(Generic[T]):
         else iterable, split by DataLoader worker and rank, with ``state_dict()``); see
         :mod:`feedline.pytorch.dataset`. Needs ``feedline[torch]``.
 
+        Args:
+            convert: turn numpy arrays (also inside dicts, lists and tuples) into tensors;
+                ``False`` hands items over as they are.
+            pin_memory: pin the tensors when iterated in the main process (with worker
+                processes, pass ``pin_memory=True`` to the DataLoader instead).
+            rank: this rank (iterable form only; default: ``torch.distributed``'s, else
+                ``RANK``). Given for a random-access pipeline: ``ValueError`` (split it with
+                the DataLoader's sampler).
+            world_size: the number of ranks (iterable form only; default as for
+                ``rank``).
+
         >>> import torch
         >>> loader = torch.utils.data.DataLoader(Dataset.range(5).filter(bool).as_torch(),
         ...                                      batch_size=2)
@@ -773,6 +921,10 @@ class Dataset(Generic[T]):
     def apply(self, transformation: Callable[[Dataset[T]], Dataset]) -> Dataset:
         """``transformation(self)``: chain a custom dataset-to-dataset function.
 
+        Args:
+            transformation: called with this dataset; its result is returned as it is.
+                A non-callable raises ``TypeError``.
+
         >>> Dataset.range(4).apply(lambda ds: ds.batch(2)).to_list()
         [[0, 1], [2, 3]]
         """
@@ -786,6 +938,13 @@ class Dataset(Generic[T]):
         """Windows of ``size`` items ``stride`` apart, a new one every ``shift`` items
         (default ``size``), each a dataset, in tf.data's order; shorter windows at the end
         unless ``drop_remainder``. See :mod:`feedline.dataset.window`.
+
+        Args:
+            size: items per window (a positive int).
+            shift: positions between the starts of two windows (a positive int);
+                ``None``: ``size``.
+            stride: positions between two items of a window (a positive int).
+            drop_remainder: drop every window that is not full.
 
         >>> [w.to_list() for w in Dataset.range(5).window(2, shift=1, drop_remainder=True)]
         [[0, 1], [1, 2], [2, 3], [3, 4]]
@@ -806,6 +965,15 @@ class Dataset(Generic[T]):
         (or ``window_size_func(key)``) items, yield the items of ``reduce_func(key,
         group_dataset)``; at the end, the groups left in ascending key order (tf.data's
         ``group_by_window``). See :mod:`feedline.dataset.group_by_window`.
+
+        Args:
+            key_func: an item's key (any hashable value).
+            reduce_func: called as ``reduce_func(key, window)`` with a full group as a
+                random-access dataset; every item of the dataset or iterable it returns is
+                yielded.
+            window_size: the group size for every key (a positive int).
+            window_size_func: the group size of a key, asked once per key. Exactly one of
+                ``window_size`` and ``window_size_func`` is needed (else ``ValueError``).
 
         >>> Dataset.range(6).group_by_window(lambda x: x % 3, lambda k, w: [w.to_list()],
         ...                                  window_size=2).to_list()
@@ -828,6 +996,15 @@ class Dataset(Generic[T]):
         """``(class_func(item), item)`` pairs, items dropped at random so that the classes
         follow ``target_dist`` (tf.data's ``rejection_resample``; reads the input once).
         See :mod:`feedline.dataset.rejection_resample`.
+
+        Args:
+            class_func: an item's class, an int in ``0 .. len(target_dist) - 1``.
+            target_dist: the wanted class distribution: non-negative numbers with a
+                positive sum (normalised), else ``ValueError``.
+            initial_dist: the input's class distribution, as ``target_dist`` and of the
+                same length; ``None`` estimates it from the classes seen so far.
+            seed: the seed of the keep/drop draws (the same seed and epoch keep the same
+                items); ``None`` draws a fresh one when the stage is built.
 
         >>> ds = Dataset.range(8).rejection_resample(lambda x: x % 2, [1.0, 0.0], seed=0)
         >>> ds.to_list()
@@ -853,6 +1030,11 @@ class Dataset(Generic[T]):
         """``output`` for each item, where ``(state, output) = scan_func(state, item)``
         starting from ``initial_state`` (tf.data's ``scan``). See :mod:`feedline.dataset.scan`.
 
+        Args:
+            initial_state: the state passed with the first item.
+            scan_func: called as ``scan_func(state, item)``; returns ``(new_state,
+                output)``.
+
         >>> Dataset.range(4).scan(1, lambda p, x: (p * (x + 1), p * (x + 1))).to_list()
         [1, 2, 6, 24]
         """
@@ -862,6 +1044,9 @@ class Dataset(Generic[T]):
 
     def enumerate(self, start: int = 0) -> Dataset[tuple[int, T]]:
         """``(index, item)`` pairs counting from ``start`` (tf.data's ``enumerate``).
+
+        Args:
+            start: the index of the first item (an int, else ``TypeError``).
 
         >>> Dataset.from_iterable(["x", "y"]).enumerate().to_list()
         [(0, 'x'), (1, 'y')]
@@ -873,6 +1058,9 @@ class Dataset(Generic[T]):
     def take_while(self, predicate: Callable[[T], bool]) -> Dataset[T]:
         """The items before the first one for which ``predicate`` is false (tf.data's
         ``take_while``).
+
+        Args:
+            predicate: called with each item until it returns a falsy value.
 
         >>> Dataset.from_iterable([2, 4, 5, 6]).take_while(lambda x: x % 2 == 0).to_list()
         [2, 4]
@@ -895,6 +1083,10 @@ class Dataset(Generic[T]):
         """Batches of items of different lengths, unpadded: scalar components as arrays,
         the others as :class:`~feedline.dataset.ragged_batch.RaggedArray` (values plus
         row splits, as tf.data's ``ragged_batch`` gives ``tf.RaggedTensor``).
+
+        Args:
+            batch_size: items per batch (a positive int).
+            drop_remainder: drop a final batch smaller than ``batch_size``.
 
         >>> Dataset.from_iterable([[1], [2, 3]]).ragged_batch(2).to_list()
         [RaggedArray([[1], [2, 3]])]
@@ -939,6 +1131,11 @@ class PipelineIterator(DatasetIterator[T]):
 
     ``get_state()`` returns ``{"type": "pipeline", "version", "epoch", "stages"}``.
 
+    Args:
+        it: the last stage's iterator.
+        epoch: the iteration number it runs.
+        stats: the statistics collector timing the stages, or ``None``.
+
     >>> ds = Dataset.range(5).shuffle(3, seed=1)
     >>> it = ds.iterator()
     >>> type(it).__name__, next(it)
@@ -970,6 +1167,17 @@ class PipelineIterator(DatasetIterator[T]):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` in this iterator.
+
+        Args:
+            state: a ``get_state()`` of an iterator of the same pipeline and epoch; another
+                epoch raises :class:`~feedline.exceptions.StateError` (use
+                ``dataset.iterator(state)``).
+
+        >>> it = Dataset.range(4).iterator(); _ = next(it); state = it.get_state()
+        >>> _ = next(it); it.set_state(state); next(it)
+        1
+        """
         check_state(state, "pipeline", ("version", "epoch", "stages"))
         if state["epoch"] != self.epoch:
             raise StateError(
@@ -1048,6 +1256,9 @@ class RandomAccessDataset(Dataset[T]):
         """Random-access batching: item ``k`` is the list of items ``k*size ..
         (k+1)*size - 1`` (the last group smaller); see :mod:`feedline.dataset.group`.
 
+        Args:
+            size: items per group (a positive int, else ``ValueError``/``TypeError``).
+
         >>> Dataset.range(5).group(2).to_list()
         [[0, 1], [2, 3], [4]]
         """
@@ -1058,6 +1269,10 @@ class RandomAccessDataset(Dataset[T]):
     def round_up(self, multiple: int) -> RandomAccessDataset[T]:
         """Repeat the first items until the length is a multiple of ``multiple`` (MXNet's
         ``round_batch``); see :mod:`feedline.dataset.round_up`.
+
+        Args:
+            multiple: the length is rounded up to a multiple of it (a positive int, else
+                ``ValueError``/``TypeError``).
 
         >>> Dataset.range(5).round_up(4).to_list()
         [0, 1, 2, 3, 4, 0, 1, 2]

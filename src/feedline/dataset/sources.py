@@ -44,6 +44,10 @@ __all__ = [
 class SequenceDataset(RandomAccessDataset):
     """Random access over an object with ``__len__`` and ``__getitem__``.
 
+    Args:
+        seq: the object; item ``i`` is ``seq[i % len(seq)]``.
+        name: the stage's name, shown as ``name[len]``.
+
     >>> ds = from_iterable(("a", "b", "c"))
     >>> type(ds).__name__, ds.name, len(ds), ds[-1]
     ('SequenceDataset', 'tuple[3]', 3, 'c')
@@ -72,6 +76,10 @@ class SequenceDataset(RandomAccessDataset):
 class ArraysDataset(RandomAccessDataset):
     """Random access over several equal-length arrays: item ``i`` is the tuple of their
     ``i``-th elements.
+
+    Args:
+        arrays: a tuple of at least one array of the same length (not checked here:
+            :func:`from_arrays` checks it).
 
     >>> ds = Dataset.from_arrays(np.array([1, 2, 3]), np.array([10, 20, 30]))
     >>> type(ds).__name__, len(ds), [tuple(int(v) for v in item) for item in ds]
@@ -141,6 +149,10 @@ def range_dataset(*args: int) -> RandomAccessDataset:
 def from_random_access(source: Any) -> RandomAccessDataset:
     """Any object with ``__len__`` and ``__getitem__(int)`` as a random-access dataset.
 
+    Args:
+        source: the object (without ``__len__`` and ``__getitem__``: ``TypeError``); the
+            stage is named after its type.
+
     >>> class Squares:
     ...     def __len__(self): return 4
     ...     def __getitem__(self, i): return i * i
@@ -156,7 +168,7 @@ def from_random_access(source: Any) -> RandomAccessDataset:
 
 
 def from_iterable(iterable: Iterable, *, deterministic: bool | None = None) -> Dataset:
-    """A dataset over ``iterable``.
+    """A dataset over ``iterable``:
 
     * a sequence (``list``, ``tuple``, numpy array, ``range`` ...) becomes a random-access
       dataset;
@@ -164,7 +176,14 @@ def from_iterable(iterable: Iterable, *, deterministic: bool | None = None) -> D
       cannot resume: ``get_state`` raises :class:`StateNotSupportedError`, and a second
       iteration raises :class:`StateError` instead of silently yielding nothing;
     * any other iterable is iterated afresh each time; it resumes by replay only when
-      ``deterministic=True`` (it yields the same items in the same order every time).
+      ``deterministic=True``.
+
+    Args:
+        iterable: the items; a ``str``/``bytes`` or a non-iterable raises ``TypeError``.
+        deterministic: for an iterable that is neither a sequence nor a one-shot
+            iterator: ``True`` declares that it yields the same items in the same order
+            every time; ``None``/``False``: ``get_state()`` raises
+            :class:`StateNotSupportedError`.
 
     >>> type(from_iterable([1, 2])).__name__                # a sequence: random access
     'SequenceDataset'
@@ -194,9 +213,13 @@ def from_iterable(iterable: Iterable, *, deterministic: bool | None = None) -> D
 def from_reader(reader: Callable[[], Iterable], *, deterministic: bool = False) -> Dataset:
     """A dataset over a PaddlePaddle reader (a zero-argument callable returning an iterable).
 
-    Each iteration calls ``reader()`` once. With ``deterministic=True`` the iterator
-    resumes by calling ``reader()`` again and skipping the items already produced;
-    without it, ``get_state`` raises :class:`StateNotSupportedError`.
+    Each iteration calls ``reader()`` once. A :class:`Dataset` is returned as it is.
+
+    Args:
+        reader: the zero-argument callable (a non-callable raises ``TypeError``).
+        deterministic: ``True``: the iterator resumes by calling ``reader()`` again and
+            skipping the items already produced; ``False``: ``get_state`` raises
+            :class:`StateNotSupportedError`.
 
     >>> ds = from_reader(lambda: iter("xyz"), deterministic=True)
     >>> it = ds.iterator(); _ = next(it)
@@ -213,6 +236,12 @@ def from_source(factory: Callable[[], DatasetIterator], *, name: str = "source")
     """A dataset whose iterators are made by ``factory()`` — an object implementing the
     :class:`DatasetIterator` protocol (``get_state``/``set_state``/``close``), such as the
     record-file readers of :mod:`feedline.tfrecord` and :mod:`feedline.recordio`.
+
+    Args:
+        factory: a zero-argument callable, called once per iteration (a non-callable
+            raises ``TypeError``; a result without ``get_state``/``set_state`` raises
+            ``TypeError`` when iterated).
+        name: the stage's name in ``repr``, statistics and errors.
 
     >>> import os, tempfile
     >>> from feedline import tfrecord
@@ -232,6 +261,13 @@ def _callable_name(fn: Callable) -> str:
 
 class ReaderDataset(Dataset):
     """Stream source calling a reader once per iteration.
+
+    Args:
+        reader: the zero-argument callable returning the iteration's iterable.
+        deterministic: whether ``reader()`` yields the same items every time, so the
+            iterator resumes by replaying it (else ``get_state`` raises
+            :class:`StateNotSupportedError`).
+        name: shown as ``reader(name)``.
 
     >>> ds = Dataset.from_reader(lambda: iter([3, 1, 2]))
     >>> type(ds).__name__, ds.to_list()
@@ -359,6 +395,11 @@ class _OneShotIterator(DatasetIterator):
 
 class SourceDataset(Dataset):
     """Stream source built from a factory of :class:`DatasetIterator` objects.
+
+    Args:
+        factory: called once per iteration; its result must have ``get_state`` and
+            ``set_state`` (else ``TypeError`` when iterated).
+        name: the stage's name.
 
     >>> from feedline.dataset.iterator import DatasetIterator
     >>> class Count(DatasetIterator):                   # a minimal resumable source
