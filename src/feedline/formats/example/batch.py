@@ -64,6 +64,9 @@ def join(bufs: list[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
     """``(joined, lengths, starts)``: the records joined plus zero padding, and each
     record's int64 length and offset in ``joined``.
 
+    Args:
+        bufs: the records, each ``bytes``.
+
     >>> joined, lengths, starts = join([b"ab", b"", b"c"])
     >>> joined[:3], lengths.tolist(), starts.tolist()
     (b'abc', [2, 0, 1], [0, 2, 2])
@@ -78,6 +81,10 @@ def join(bufs: list[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
 
 def locate(bufs: list[bytes], keys: list[bytes]):
     """Find the ``Feature`` of each wanted key in each record.
+
+    Args:
+        bufs: the serialized ``Example``s, each ``bytes``.
+        keys: the wanted feature names, UTF-8 encoded.
 
     Returns ``(joined, starts, ranges, slow)``: the records joined (plus padding), the
     offset of each record in it, ``{key: int64 array (n, 2)}`` of Feature byte ranges in
@@ -211,13 +218,20 @@ _TAG_CODE[0x0A], _TAG_CODE[0x12], _TAG_CODE[0x1A] = 1, 2, 3
 
 
 def decode(joined: bytes, ranges: np.ndarray, extra: dict[int, wire.RawFeature]) -> Chunks:
-    """Kinds and value chunks of the Features at ``ranges`` (``(n, 2)``, -1 = absent).
+    """Kinds and value chunks of the Features at ``ranges``.
 
-    Features written the usual way are decoded in lockstep; the others (and those given
-    in ``extra``: record -> RawFeature already decoded by the scalar path, ranges into
-    ``joined``) go through :func:`feedline.formats.example.wire.parse_feature`, which raises
+    Features written the usual way are decoded in lockstep; the others go through
+    :func:`feedline.formats.example.wire.parse_feature`, which raises
     :class:`~feedline.formats.example.wire.Malformed` for damage. Such an exception carries a
     ``record`` attribute naming the record.
+
+    Args:
+        joined: the records joined by :func:`join` (or :func:`locate`).
+        ranges: int64 ``(n, 2)`` byte ranges of one key's ``Feature`` in ``joined``, one
+            row per record, ``-1`` where the record lacks it.
+        extra: record index -> :class:`~feedline.formats.example.wire.RawFeature` already
+            decoded by the scalar path (ranges into ``joined``); these take precedence
+            over ``ranges`` for their record.
 
     >>> from feedline.example import encode_example
     >>> records = [encode_example({"t": [b"ab", b"c"]}), encode_example({"t": [b"d"]})]

@@ -175,6 +175,14 @@ def _features_arg(features: Mapping[str, Any], what: str) -> dict:
 def encode_example(features: Mapping[str, Any], *, packed: bool = True) -> bytes:
     """Serialize a ``tf.train.Example`` from ``{name: value}`` (see the module doc).
 
+    Args:
+        features: feature names (str) to values: ints, floats, ``bytes``/``str``, lists of
+            one kind, numpy arrays, or ``None`` for a ``Feature`` with no list set. A
+            non-mapping, a non-str name or a value of another type raises ``TypeError``; an
+            integer outside int64 raises ``ValueError``.
+        packed: true (the default) writes numbers as one packed run; false writes the older
+            unpacked encoding.
+
     >>> import numpy as np
     >>> blob = encode_example({"label": [1, 2], "x": np.array([0.5], np.float32), "name": [b"ab"]})
     >>> type(blob), len(blob)
@@ -204,8 +212,15 @@ def encode_sequence_example(
     *,
     packed: bool = True,
 ) -> bytes:
-    """Serialize a ``tf.train.SequenceExample``: ``context`` like :func:`encode_example`,
-    ``feature_lists`` as ``{name: [value per step, ...]}``.
+    """Serialize a ``tf.train.SequenceExample``.
+
+    Args:
+        context: the context features, encoded like :func:`encode_example`'s ``features``;
+            ``None`` (the default) writes none.
+        feature_lists: ``{name: [value per step, ...]}``, each step encoded like a value of
+            :func:`encode_example`; ``None`` (the default) writes none. A non-mapping, or a
+            list of steps that is a str/bytes or not a sequence, raises ``TypeError``.
+        packed: true (the default) writes numbers packed; false writes them unpacked.
 
     >>> data = encode_sequence_example({"id": 7}, {"tok": [[1, 2], [3]]})
     >>> ctx, lists = decode_sequence_example(data)
@@ -301,8 +316,13 @@ def _fast_value(buf: bytes, rng: Any) -> Any:
 
 def decode_example(serialized: bytes, *, index: int | None = None) -> dict[str, Any]:
     """Decode a serialized ``Example`` to ``{name: value}``: int64 / float32 arrays,
-    lists of ``bytes``, ``None`` for a ``Feature`` with no list set. ``index`` only
-    labels errors.
+    lists of ``bytes``, ``None`` for a ``Feature`` with no list set.
+
+    Args:
+        serialized: one serialized ``Example`` (``bytes``, ``bytearray``, ``memoryview``);
+            another type raises ``TypeError``, damaged bytes
+            :class:`~feedline.exceptions.CorruptRecordError` naming the byte position.
+        index: the record number to name in errors; it changes nothing else.
 
     >>> decode_example(encode_example({"ids": [4, 5], "text": [b"hi"], "w": [1.5]}))
     {'ids': array([4, 5]), 'text': [b'hi'], 'w': array([1.5], dtype=float32)}
@@ -329,6 +349,11 @@ def decode_sequence_example(
 ) -> tuple[dict[str, Any], dict[str, list]]:
     """Decode a serialized ``SequenceExample`` to ``(context, feature_lists)``; values as
     in :func:`decode_example`, a feature list as a list of per-step values.
+
+    Args:
+        serialized: one serialized ``SequenceExample``; another type than bytes-like raises
+            ``TypeError``, damaged bytes :class:`~feedline.exceptions.CorruptRecordError`.
+        index: the record number to name in errors; it changes nothing else.
 
     >>> blob = encode_sequence_example({"id": [7]}, {"tokens": [[1, 2], [3]]})
     >>> decode_sequence_example(blob)
@@ -371,6 +396,13 @@ def parse_example(serialized: Sequence[bytes], features: Mapping[str, Any]) -> d
     written in an unusual but valid way take a per-record path with the same result).
     Errors name the record's index in the batch.
 
+    Args:
+        serialized: the serialized ``Example``s, a sequence or a numpy array of any shape
+            (flattened); one ``bytes`` or ``str`` record alone raises ``TypeError``.
+        features: ``{name: spec}`` with :class:`FixedLenFeature`, :class:`VarLenFeature`,
+            :class:`RaggedFeature` or :class:`FixedLenSequenceFeature` specs; anything else
+            raises ``TypeError`` naming the feature.
+
     >>> import numpy as np
     >>> batch = [encode_example({"label": [1, 2], "name": [b"ab"]}),
     ...          encode_example({"label": [5, 6], "name": [b"c", b"d"]})]
@@ -394,6 +426,10 @@ def parse_single_example(serialized: bytes, features: Mapping[str, Any]) -> dict
     """Parse one serialized ``Example``: like :func:`parse_example` without the batch
     dimension (a :class:`RaggedFeature` without partitions gives a plain array).
 
+    Args:
+        serialized: one serialized ``Example``.
+        features: ``{name: spec}``, as in :func:`parse_example`.
+
     >>> parse_single_example(encode_example({"x": [1.5, 2]}), {"x": FixedLenFeature([2], float)})
     {'x': array([1.5, 2. ], dtype=float32)}
     """
@@ -409,6 +445,16 @@ def parse_sequence_example(
     """Parse a batch of serialized ``SequenceExample``s as ``tf.io.parse_sequence_example``:
     returns ``(context, feature_lists, lengths)``; ``lengths[name]`` (int64, per record)
     for each :class:`FixedLenSequenceFeature`.
+
+    Args:
+        serialized: the serialized ``SequenceExample``s, a sequence or numpy array (one
+            ``bytes`` record alone raises ``TypeError``).
+        context_features: ``{name: spec}`` for the context, as in :func:`parse_example`;
+            ``None`` (the default) parses none.
+        sequence_features: ``{name: spec}`` for the feature lists:
+            :class:`FixedLenSequenceFeature`, :class:`VarLenFeature` or
+            :class:`RaggedFeature` (a :class:`FixedLenFeature` raises ``TypeError``);
+            ``None`` (the default) parses none.
 
     >>> data = [encode_sequence_example({"id": 1}, {"tok": [[5], [6]]}),
     ...         encode_sequence_example({"id": 2}, {"tok": [[7]]})]
@@ -437,6 +483,12 @@ def parse_single_sequence_example(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Parse one serialized ``SequenceExample``: ``(context, feature_lists)`` without the
     batch dimension (a fixed-length feature list is ``(steps, *shape)``).
+
+    Args:
+        serialized: one serialized ``SequenceExample``.
+        context_features: ``{name: spec}`` for the context; ``None`` parses none.
+        sequence_features: ``{name: spec}`` for the feature lists, as in
+            :func:`parse_sequence_example`; ``None`` parses none.
 
     >>> import numpy as np
     >>> blob = encode_sequence_example({"id": [7]}, {"frames": [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]})

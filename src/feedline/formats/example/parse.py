@@ -60,7 +60,12 @@ def _malformed(exc: wire.Malformed, what: str, index: int | None, base: int = 0)
 
 def check_specs(features: Any, what: str) -> dict:
     """``features`` as a new ``dict`` after checking that it maps ``str`` names to feature
-    specs; ``TypeError`` names the argument (``what``) or the offending feature otherwise.
+    specs; ``TypeError`` otherwise.
+
+    Args:
+        features: the ``{name: spec}`` mapping to check.
+        what: the argument's name, used in the ``TypeError`` for a non-mapping (a bad
+            name or spec names the feature instead).
 
     >>> from feedline.formats.example.spec import VarLenFeature
     >>> check_specs({"tok": VarLenFeature("int64")}, "features")
@@ -84,9 +89,13 @@ def check_specs(features: Any, what: str) -> dict:
 
 
 def as_batch(serialized: Any, as_bytes) -> list[bytes]:
-    """The records of ``serialized`` (a sequence or numpy array of any shape, flattened) as
-    a list, each converted by ``as_bytes(record, index)``; a single record (``bytes`` or
-    ``str``) is refused with ``TypeError``.
+    """The records of ``serialized`` as a list, each converted by ``as_bytes``.
+
+    Args:
+        serialized: a sequence or a numpy array of any shape (flattened); a single record
+            (``bytes``, ``bytearray`` or ``str``) is refused with ``TypeError``.
+        as_bytes: called as ``as_bytes(record, index)`` for each record; its result is
+            the list item.
 
     >>> as_batch(np.array([[b"a"], [b"b"]], dtype=object), lambda s, i: s + b"%d" % i)
     [b'a0', b'b1']
@@ -424,6 +433,10 @@ def parse_examples_compiled(records: list, features: dict) -> dict[str, Any] | N
     to the Python decoder. The results and the errors raised while assembling them are
     :func:`parse_examples`'s.
 
+    Args:
+        records: the serialized ``Example``s.
+        features: ``{name: spec}`` already checked by :func:`check_specs`.
+
     >>> from feedline.example import FixedLenFeature, encode_example
     >>> out = parse_examples_compiled([encode_example({"a": [1, 2]})],
     ...                               {"a": FixedLenFeature([2], "int64")})
@@ -445,6 +458,10 @@ def parse_examples_compiled(records: list, features: dict) -> dict[str, Any] | N
 def parse_examples(bufs: list[bytes], features: dict) -> dict[str, Any]:
     """``parse_example`` on already checked arguments (the C extension's scan first,
     where it is built and takes the records; else numpy over the whole batch).
+
+    Args:
+        bufs: the serialized ``Example``s, each ``bytes``.
+        features: ``{name: spec}`` already checked by :func:`check_specs`.
 
     >>> from feedline.example import FixedLenFeature, encode_example
     >>> records = [encode_example({"a": [1, 2]}), encode_example({"a": [3, 4]})]
@@ -525,6 +542,14 @@ def _sequence_value(name: str, key: str, spec: Any, get: _Gather, steps_per: np.
 def parse_sequences(bufs: list[bytes], context_features: dict, sequence_features: dict):
     """``parse_sequence_example`` on already checked arguments.
 
+    Args:
+        bufs: the serialized ``SequenceExample``s, each ``bytes``.
+        context_features: ``{name: spec}`` for the context, already checked.
+        sequence_features: ``{name: spec}`` for the feature lists, already checked.
+
+    Returns:
+        ``(context, feature_lists, lengths)`` as :func:`feedline.example.parse_sequence_example`.
+
     >>> from feedline.example import FixedLenFeature, VarLenFeature, encode_sequence_example
     >>> record = encode_sequence_example({"id": [7]}, {"t": [[1], [2, 3]]})
     >>> context, lists, _ = parse_sequences([record], {"id": FixedLenFeature([], "int64")},
@@ -598,6 +623,11 @@ def parse_sequences(bufs: list[bytes], context_features: dict, sequence_features
 
 def strip_batch(value: Any) -> Any:
     """The first (only) record of a batch result.
+
+    Args:
+        value: one feature's batch result: a :class:`SparseTensorValue` loses its record
+            column, a :class:`RaggedTensorValue` its outermost ragged dimension (one with a
+            single dimension becomes its flat values), an array its first row.
 
     >>> from feedline.example import encode_example
     >>> batch = parse_examples([encode_example({"a": [1, 2]})], {"a": VarLenFeature("int64")})

@@ -44,6 +44,13 @@ _NP = {"int64": np.int64, "float32": np.float32, "string": object}
 def normalize_dtype(value: Any) -> str:
     """Normalise a dtype to ``"int64"``, ``"float32"`` or ``"string"``.
 
+    Args:
+        value: ``int``/``np.int64``/``"int64"`` give ``"int64"``; ``float``/``np.float32``/
+            ``"float32"``/``"float"`` give ``"float32"``; ``bytes``, ``str``, ``object``,
+            ``"string"``, ``"bytes"`` and ``"str"`` give ``"string"``. Anything with one of
+            these as its ``name`` (``np.dtype``, ``tf.int64``) is accepted too; any other
+            value raises ``ValueError``.
+
     >>> normalize_dtype(int), normalize_dtype("float32"), normalize_dtype(bytes), normalize_dtype(np.int64)
     ('int64', 'float32', 'string', 'int64')
     >>> normalize_dtype(np.int32)
@@ -109,6 +116,17 @@ def _default(value: Any, dtype: str, shape: tuple[int, ...], what: str) -> np.nd
 class FixedLenFeature:
     """A feature with exactly ``prod(shape)`` values in every record (see module doc).
 
+    Args:
+        shape: the shape of one record's value, a list of non-negative ints (an int ``n``
+            means ``[n]``, ``[]`` a scalar); a record must hold exactly ``prod(shape)``
+            values. Anything else raises ``TypeError``/``ValueError``.
+        dtype: ``"int64"``, ``"float32"`` or ``"string"``, or anything
+            :func:`normalize_dtype` accepts.
+        default_value: the value of a record without the feature: ``prod(shape)`` values
+            (reshaped to ``shape``) or one value (broadcast); ``None`` (the default) makes a
+            missing feature raise :class:`~feedline.exceptions.MissingFeatureError`. Any
+            other number of values raises ``ValueError``.
+
     >>> from feedline.example import encode_example, parse_example
     >>> records = [encode_example({"xy": [1.0, 2.0]}), encode_example({})]
     >>> parse_example(records, {"xy": FixedLenFeature([2], np.float32, default_value=[0.5, 0.5])})["xy"]
@@ -134,6 +152,10 @@ class FixedLenFeature:
 class VarLenFeature:
     """A feature with any number of values, parsed into a :class:`SparseTensorValue`.
 
+    Args:
+        dtype: ``"int64"``, ``"float32"`` or ``"string"``, or anything
+            :func:`normalize_dtype` accepts.
+
     >>> from feedline.example import encode_example, parse_example
     >>> records = [encode_example({"tok": [1, 2, 3]}), encode_example({"tok": [4]})]
     >>> sparse = parse_example(records, {"tok": VarLenFeature(np.int64)})["tok"]
@@ -150,11 +172,19 @@ class VarLenFeature:
 @dataclass(frozen=True)
 class FixedLenSequenceFeature:
     """A feature of ``n * prod(shape)`` values, parsed to ``(n, *shape)`` per record and
-    padded across the batch; ``default_value`` (a scalar) is the padding.
+    padded across the batch.
 
-    In :func:`parse_example` ``allow_missing`` must be true (a missing feature gives
-    ``n = 0``); in :func:`parse_sequence_example` a missing feature list raises
-    :class:`~feedline.exceptions.MissingFeatureError` unless ``allow_missing``.
+    Args:
+        shape: the shape of one step, a list of non-negative ints (an int ``n`` means
+            ``[n]``); a record's value count must be a multiple of ``prod(shape)``.
+        dtype: ``"int64"``, ``"float32"`` or ``"string"``, or anything
+            :func:`normalize_dtype` accepts.
+        allow_missing: must be a bool (else ``TypeError``). In :func:`parse_example` it must
+            be true (else ``ValueError``; a missing feature gives ``n = 0``); in
+            :func:`parse_sequence_example` a missing feature list raises
+            :class:`~feedline.exceptions.MissingFeatureError` unless it is true.
+        default_value: one scalar, the padding; ``None`` (the default) pads with ``0`` or
+            ``b""``.
 
     >>> from feedline.example import encode_example, parse_example
     >>> records = [encode_example({"tok": [1, 2, 3]}), encode_example({"tok": [4]})]
@@ -201,10 +231,15 @@ class UniformRowLengthPartition:
 class RaggedFeature:
     """A feature parsed into a :class:`RaggedTensorValue`.
 
-    ``value_key`` names the feature holding the values (default: the output name).
-    ``partitions`` (outermost first) split each record's values further:
-    ``RaggedFeature.RowLengths(key)`` and ``RaggedFeature.RowSplits(key)`` read an int64
-    feature of the same record, ``RaggedFeature.UniformRowLength(n)`` cuts rows of ``n``.
+    Args:
+        dtype: ``"int64"``, ``"float32"`` or ``"string"``, or anything
+            :func:`normalize_dtype` accepts.
+        value_key: the feature holding the values; ``None`` (the default) uses the output
+            name. A non-str raises ``TypeError``.
+        partitions: outermost first, split each record's values further:
+            ``RaggedFeature.RowLengths(key)`` and ``RaggedFeature.RowSplits(key)`` read an
+            int64 feature of the same record, ``RaggedFeature.UniformRowLength(n)`` cuts rows
+            of ``n``. Anything else raises ``TypeError``; feature lists take no partitions.
 
     >>> from feedline.example import encode_example, parse_example
     >>> records = [encode_example({"tok": [1, 2, 3], "len": [2, 1]}), encode_example({"tok": [4], "len": [1]})]
@@ -263,7 +298,12 @@ class SparseTensorValue(NamedTuple):
     dense_shape: np.ndarray
 
     def to_dense(self, default_value: Any = None) -> np.ndarray:
-        """The dense array, holes filled with ``default_value`` (0 or ``b""``)."""
+        """The dense array of shape ``dense_shape``, holes filled with ``default_value``.
+
+        Args:
+            default_value: the value of every position not in ``indices``; ``None`` (the
+                default) means ``b""`` for string values and ``0`` otherwise.
+        """
         if default_value is None:
             default_value = b"" if self.values.dtype == object else 0
         out = np.full(tuple(self.dense_shape.tolist()), default_value, dtype=self.values.dtype)

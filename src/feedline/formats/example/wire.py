@@ -87,6 +87,11 @@ class RawFeature(NamedTuple):
     ends: list[int]
 
     def chunks(self, buf: bytes) -> list[bytes]:
+        """The value byte ranges cut out of ``buf``, in order.
+
+        Args:
+            buf: the buffer the feature was located in (its ranges index into it).
+        """
         return [buf[s:e] for s, e in zip(self.starts, self.ends)]
 
     def nbytes(self) -> int:
@@ -227,6 +232,15 @@ def single_run(buf: bytes, pos: int, end: int) -> tuple[str, int, int] | None:
     usual way with one value range (one packed run, or one bytes value), else ``None``
     (then use :func:`parse_feature`).
 
+    Args:
+        buf: the buffer holding the ``Feature`` message.
+        pos: the message's first byte in ``buf``.
+        end: one past its last byte.
+
+    Raises:
+        Malformed: packed floats not a multiple of 4 bytes, or packed varints that end
+            inside a varint.
+
     >>> buf = encode_feature("int64", np.array([1, 2, 3]))       # one packed varint run
     >>> kind, start, end = single_run(buf, 0, len(buf))
     >>> kind, list(buf[start:end])
@@ -259,6 +273,14 @@ def single_run(buf: bytes, pos: int, end: int) -> tuple[str, int, int] | None:
 def parse_feature(buf: bytes, pos: int, end: int) -> RawFeature:
     """Decode the ``Feature`` message in ``buf[pos:end]``.
 
+    Args:
+        buf: the buffer holding the message.
+        pos: the message's first byte in ``buf``.
+        end: one past its last byte (``pos == end`` is an empty ``Feature``).
+
+    Raises:
+        Malformed: the bytes are not a valid ``Feature``.
+
     >>> buf = encode_feature("float", np.array([1.5], dtype=np.float32))
     >>> raw = parse_feature(buf, 0, len(buf))
     >>> raw.kind, np.frombuffer(raw.chunks(buf)[0], "<f4").tolist()
@@ -288,6 +310,11 @@ def parse_feature(buf: bytes, pos: int, end: int) -> RawFeature:
 
 def parse_feature_value(buf: bytes, value) -> RawFeature:
     """Decode a ``Feature`` given as a ``(start, end)`` range or a :class:`Merged`.
+
+    Args:
+        buf: the buffer the range indexes into.
+        value: a ``(start, end)`` byte range, or a :class:`Merged` of ranges (a key that
+            appeared more than once, merged as protobuf does).
 
     >>> buf = encode_feature("int64", np.array([7]))
     >>> parse_feature_value(buf, (0, len(buf))) == parse_feature(buf, 0, len(buf))
@@ -417,7 +444,15 @@ def _features_into(buf: bytes, pos: int, end: int, out: dict, strict: bool = Fal
 def parse_features(buf: bytes, pos: int, end: int, *, example: bool, strict: bool = True) -> dict:
     """Return ``{key bytes: RawFeature}`` for an ``Example`` (``example=True``) or a bare
     ``Features`` message in ``buf[pos:end]``, in first-appearance order of the keys.
-    ``strict`` rejects feature names that are not UTF-8 (as protobuf does).
+
+    Args:
+        buf: the buffer holding the message.
+        pos: the message's first byte in ``buf``.
+        end: one past its last byte.
+        example: true when ``buf[pos:end]`` is an ``Example`` (features in its field 1),
+            false for a bare ``Features`` message.
+        strict: true (the default) rejects feature names that are not UTF-8 with
+            :class:`Malformed` (as protobuf does).
 
     >>> buf = encode_example_bytes({"a": ("int64", np.array([5])), "b": ("bytes", [b"x"])})
     >>> found = parse_features(buf, 0, len(buf), example=True)
@@ -472,6 +507,11 @@ def parse_sequence(buf: bytes, strict: bool = False) -> tuple[dict, dict]:
     ``{key: (start, end)}`` of Feature messages and feature lists are ``{key: [(start,
     end), ...]}``, one range per step.
 
+    Args:
+        buf: the whole serialized ``SequenceExample``.
+        strict: true rejects feature names that are not UTF-8 with :class:`Malformed`;
+            false (the default) accepts any bytes.
+
     >>> buf = encode_sequence_bytes({"id": ("int64", np.array([7]))},
     ...                             {"t": [("int64", np.array([1])), ("int64", np.array([2, 3]))]})
     >>> context, lists = parse_sequence(buf)
@@ -524,8 +564,12 @@ def parse_sequence(buf: bytes, strict: bool = False) -> tuple[dict, dict]:
 def decode_varints(data: bytes | np.ndarray) -> np.ndarray:
     """Decode concatenated varints (each ending with a byte < 0x80) to int64, vectorised.
 
-    ``data`` must end with a terminating byte (the parsers guarantee it); values are
-    taken modulo 2**64 and reinterpreted as signed, as protobuf does for int64.
+    Values are taken modulo 2**64 and reinterpreted as signed, as protobuf does for int64.
+
+    Args:
+        data: the varints, ``bytes`` or a uint8 array; it must end with a terminating
+            byte (the parsers guarantee it). A varint longer than 10 bytes raises
+            :class:`Malformed`.
 
     >>> decode_varints(bytes([1, 0xAC, 0x02]) + b"\\xff" * 9 + b"\\x01").tolist()
     [1, 300, -1]
@@ -582,6 +626,9 @@ _FLOAT32 = np.dtype("<f4")
 
 def encode_varint(value: int) -> bytes:
     """Varint of ``value`` taken modulo 2**64 (negative int64 use 10 bytes).
+
+    Args:
+        value: any Python int; it is reduced modulo 2**64.
 
     >>> list(encode_varint(1)), list(encode_varint(300)), len(encode_varint(-1))
     ([1], [172, 2], 10)
@@ -652,8 +699,15 @@ def _varints(values: np.ndarray) -> bytes:
 
 
 def encode_feature(kind: str | None, values, *, packed: bool = True) -> bytes:
-    """Serialize one ``Feature``: ``kind`` ``"bytes"`` (a list of bytes), ``"float"``
-    or ``"int64"`` (numpy arrays), or ``None`` for an empty ``Feature``.
+    """Serialize one ``Feature``.
+
+    Args:
+        kind: ``"bytes"``, ``"float"`` or ``"int64"``, or ``None`` for an empty
+            ``Feature`` (no list set); another value raises ``ValueError``.
+        values: for ``"bytes"`` a list of ``bytes``; for ``"float"``/``"int64"`` anything
+            numpy turns into a float32/int64 array (flattened); ignored for ``None``.
+        packed: true (the default) writes numbers as one packed run; false writes one
+            field per number.
 
     >>> encode_feature("int64", np.array([1, 2, 3])).hex()    # Feature{int64_list{packed 1, 2, 3}}
     '1a050a03010203'
@@ -707,6 +761,11 @@ def wrap_features(entries: list) -> bytes:
 def encode_example_bytes(features: dict, *, packed: bool = True) -> bytes:
     """Serialize an ``Example`` from ``{name: (kind, values)}``.
 
+    Args:
+        features: feature name (str) to ``(kind, values)`` as :func:`encode_feature`
+            takes them; an empty dict gives ``b""``.
+        packed: true (the default) writes numbers packed.
+
     >>> from feedline.example import decode_example
     >>> buf = encode_example_bytes({"a": ("int64", np.array([5])), "b": ("bytes", [b"x"])})
     >>> decode_example(buf)
@@ -720,6 +779,13 @@ def encode_example_bytes(features: dict, *, packed: bool = True) -> bytes:
 def encode_sequence_bytes(context: dict, feature_lists: dict, *, packed: bool = True) -> bytes:
     """Serialize a ``SequenceExample`` from ``{name: (kind, values)}`` context features and
     ``{name: [(kind, values), ...]}`` feature lists.
+
+    Args:
+        context: context feature name to ``(kind, values)``, as :func:`encode_feature`
+            takes them; empty writes no context.
+        feature_lists: feature list name to one ``(kind, values)`` per step; empty writes
+            no feature lists.
+        packed: true (the default) writes numbers packed.
 
     >>> from feedline.example import decode_sequence_example
     >>> buf = encode_sequence_bytes({"id": ("int64", np.array([7]))},
