@@ -27,6 +27,14 @@ __all__ = ["BatchDataset"]
 class BatchDataset(Dataset):
     """Batches of ``batch_size`` consecutive items of the parent.
 
+    Args:
+        parent: the dataset read.
+        batch_size: items per batch (a positive int; :meth:`Dataset.batch` checks it).
+        drop_remainder: drop a final batch smaller than ``batch_size``.
+        collate: ``None`` (each batch is a list), ``"numpy"``
+            (:func:`~feedline.dataset.collate.numpy_collate`) or a function of the list;
+            another value raises ``ValueError``.
+
     >>> ds = Dataset.range(5).batch(2)
     >>> type(ds).__name__, ds.to_list()
     ('BatchDataset', [[0, 1], [2, 3], [4]])

@@ -25,6 +25,10 @@ __all__ = ["numpy_collate", "resolve_collate"]
 def numpy_collate(items: list) -> Any:
     """Collate ``items`` into numpy arrays as the module docstring describes.
 
+    Args:
+        items: a non-empty list of items of the same structure; arrays of different
+            shapes, or tuples of different lengths, raise ``ValueError``.
+
     >>> numpy_collate([(np.zeros(2), 1), (np.ones(2), 0)])
     (array([[0., 0.],
            [1., 1.]]), array([1, 0]))
@@ -54,6 +58,10 @@ def numpy_collate(items: list) -> Any:
 
 def resolve_collate(collate: Callable | str | None) -> Callable | None:
     """``None`` -> no collation (lists), ``"numpy"`` -> :func:`numpy_collate`, or a callable.
+
+    Args:
+        collate: ``None``, ``"numpy"`` or a callable (returned as it is); another value
+            raises ``ValueError``.
 
     >>> resolve_collate(None) is None, resolve_collate("numpy") is numpy_collate, resolve_collate(len) is len
     (True, True, True)

@@ -27,6 +27,10 @@ def check_datasets(datasets: tuple, op: str) -> tuple:
 class ConcatDataset(Dataset):
     """All items of ``datasets[0]``, then of ``datasets[1]``, and so on.
 
+    Args:
+        datasets: the datasets, in order; an element that is not a :class:`Dataset`
+            raises ``TypeError``.
+
     >>> ds = Dataset.range(2).concat(Dataset.from_iterable(["a"]))
     >>> type(ds).__name__, ds.to_list()
     ('ConcatDataset', [0, 1, 'a'])

@@ -24,6 +24,10 @@ __all__ = ["EnumerateDataset"]
 class EnumerateDataset(Dataset):
     """The parent's items numbered from ``start``; see the module docstring.
 
+    Args:
+        parent: the dataset read.
+        start: the index of the first item (an int, else ``TypeError``).
+
     >>> ds = Dataset.range(10, 12).enumerate()
     >>> type(ds).__name__, ds.to_list(), len(ds)
     ('EnumerateDataset', [(0, 10), (1, 11)], 2)

@@ -20,6 +20,10 @@ __all__ = ["FilterDataset"]
 class FilterDataset(Dataset):
     """Items of the parent for which ``predicate(item)`` is true, in order.
 
+    Args:
+        parent: the dataset read.
+        predicate: called with each item; the item is kept when the result is truthy.
+
     >>> ds = Dataset.range(6).filter(lambda x: x % 3 == 0)
     >>> type(ds).__name__, ds.to_list()
     ('FilterDataset', [0, 3])

@@ -24,6 +24,11 @@ __all__ = ["FlatMapDataset"]
 class FlatMapDataset(Dataset):
     """Concatenation of ``fn(item)`` over the parent's items.
 
+    Args:
+        parent: the dataset read.
+        fn: called with each item; returns an iterable (else ``TypeError`` naming the
+            item). It must be deterministic: resuming calls it again.
+
     >>> ds = Dataset.range(3).flat_map(lambda n: Dataset.from_iterable([n] * n))
     >>> type(ds).__name__, ds.to_list()
     ('FlatMapDataset', [1, 2, 2])

@@ -35,6 +35,11 @@ _CHUNK = 1024
 class GlobalShuffleDataset(RandomAccessDataset):
     """Random access through a per-epoch permutation; see the module docstring.
 
+    Args:
+        parent: the random-access dataset read.
+        seed: the seed of the per-epoch permutations (``None``: a fresh one drawn now; a
+            non-int raises ``TypeError``).
+
     >>> ds = Dataset.range(5).global_shuffle(seed=0)
     >>> order = ds.to_list()
     >>> type(ds).__name__, sorted(order), ds[0] == order[0], Dataset.range(5).global_shuffle(seed=0).to_list() == order

@@ -29,6 +29,10 @@ class GroupDataset(RandomAccessDataset):
     """Groups of ``size`` consecutive items of a random-access parent; see the module
     docstring.
 
+    Args:
+        parent: the random-access dataset read (another dataset raises ``TypeError``).
+        size: items per group (a positive int, else ``ValueError``/``TypeError``).
+
     >>> from feedline.dataset import Dataset
     >>> GroupDataset(Dataset.range(4), 3).to_list()
     [[0, 1, 2], [3]]

@@ -37,6 +37,13 @@ __all__ = ["GroupByWindowDataset"]
 class GroupByWindowDataset(Dataset):
     """Reduced windows of same-key items; see the module docstring.
 
+    Args:
+        parent: the dataset read.
+        key_func: an item's key (any hashable value).
+        reduce_func: called as ``reduce_func(key, window)`` with a full group as a
+            random-access dataset; the items of what it returns are yielded.
+        window_size_func: the group size of a key (asked once per key).
+
     >>> ds = Dataset.from_iterable(list("abcab")).group_by_window(
     ...     key_func=ord, reduce_func=lambda k, w: [w.to_list()], window_size=2)
     >>> type(ds).__name__, ds.to_list()

@@ -53,6 +53,15 @@ _JSON_SCALARS = (str, int, float, bool, type(None))
 class InterleaveDataset(Dataset):
     """Round-robin reading of ``fn(item)`` for the parent's items; see the module docstring.
 
+    Args:
+        parent: the dataset of inputs (typically paths); they must be JSON values for
+            ``get_state()``.
+        fn: called with each input; returns a :class:`Dataset` (else ``TypeError``).
+        cycle_length: how many datasets are read at once (a positive int).
+        block_length: items taken from one dataset before moving on (a positive int).
+        num_parallel_reads: ``None`` reads in the consumer's thread; ``N`` reads each
+            open dataset ahead in a background thread with a buffer of ``N`` items.
+
     >>> ds = Dataset.range(2).interleave(lambda x: Dataset.from_iterable([x * 10, x * 10 + 1]), cycle_length=2)
     >>> type(ds).__name__, ds.to_list()
     ('InterleaveDataset', [0, 10, 1, 11])

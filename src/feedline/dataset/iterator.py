@@ -78,6 +78,12 @@ class DatasetIterator(Closeable, Iterator[T]):
         raise NotImplementedError
 
     def set_state(self, state: dict[str, Any]) -> None:  # pragma: no cover - abstract
+        """Move this (fresh) iterator to the position ``state`` describes.
+
+        Args:
+            state: a ``get_state()`` of an iterator of the same pipeline; a state made by
+                another stage raises :class:`~feedline.exceptions.StateError`.
+        """
         raise NotImplementedError
 
     def _fast(self) -> Iterator[T]:
@@ -94,6 +100,10 @@ class TransformIterator(DatasetIterator[T]):
     """A stateless per-item stage: ``transform(source)`` (e.g. ``lambda s: map(fn, s)`` or
     ``lambda s: filter(pred, s)``) applied to the parent's fast path, lazily. Its state is
     the parent's, since it holds no item of its own.
+
+    Args:
+        parent: the parent stage's iterator.
+        transform: a function of an iterator returning the transformed iterator.
 
     >>> from feedline import Dataset
     >>> it = TransformIterator(Dataset.range(4).iterator(), lambda s: map(str, s))
@@ -118,6 +128,11 @@ class TransformIterator(DatasetIterator[T]):
         return self._parent.get_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Move the parent to ``state``; the transform restarts from there.
+
+        Args:
+            state: the parent's state (this stage's state is the parent's).
+        """
         self._parent.set_state(state)
         self._it = None
 
@@ -127,6 +142,15 @@ class TransformIterator(DatasetIterator[T]):
 
 def check_state(state: Any, kind: str, keys: tuple[str, ...]) -> dict[str, Any]:
     """Validate that ``state`` is a dict made by the stage ``kind`` with ``keys``.
+
+    Args:
+        state: the state to check; not a dict, another ``"type"`` or a missing key
+            raises :class:`~feedline.exceptions.StateError`.
+        kind: the stage's ``"type"`` value.
+        keys: the keys the state must hold.
+
+    Returns:
+        ``state`` itself.
 
     >>> check_state({"type": "take", "count": 1}, "take", ("count",))
     {'type': 'take', 'count': 1}

@@ -93,6 +93,17 @@ def _build_all(datasets: Sequence[Dataset], ctx: BuildContext) -> list[DatasetIt
 class MixDataset(Dataset):
     """Items drawn from several datasets by weight; see the module docstring.
 
+    Args:
+        datasets: a non-empty list of datasets (else ``TypeError``/``ValueError``).
+        weights: one finite number >= 0 per dataset with a positive sum (else
+            ``ValueError``); dataset ``i`` is drawn with probability
+            ``weights[i] / sum(weights)``.
+        seed: the seed of the choices (``None``: a fresh one drawn now).
+        stop_on_empty: ``True`` ends the mix at the first chosen dataset that is
+            exhausted; ``False`` drops it from the mix and renormalises the weights.
+        cycle: ``True`` restarts an exhausted dataset with a new epoch, so the mix never
+            ends; one empty from the start raises ``ValueError``.
+
     >>> ds = Dataset.mix([Dataset.range(3), Dataset.range(10, 13)], [1, 1], seed=0)
     >>> out = ds.to_list()
     >>> again = Dataset.mix([Dataset.range(3), Dataset.range(10, 13)], [1, 1], seed=0)
@@ -224,6 +235,13 @@ class _MixIterator(DatasetIterator):
 
 class ChooseDataset(Dataset):
     """Item ``k`` from ``datasets[index_k]``; see the module docstring.
+
+    Args:
+        datasets: a non-empty list of datasets (else ``TypeError``/``ValueError``).
+        index_dataset: a :class:`Dataset` of ints (else ``TypeError``): item ``k`` comes
+            from ``datasets[index_k]``; the result ends with it.
+        stop_on_empty: ``True`` ends at the first chosen dataset that is exhausted;
+            ``False`` passes over such an index.
 
     >>> ds = Dataset.choose([Dataset.range(3), Dataset.range(10, 13)], Dataset.from_iterable([0, 1, 1, 0]))
     >>> type(ds).__name__, ds.to_list()

@@ -184,6 +184,15 @@ def pad_batch(items: list[Any], *, padded_shapes: Any = None,
               padding_values: Any = _MISSING) -> Any:
     """Stack ``items`` into one padded batch (see the module docstring).
 
+    Args:
+        items: the items of the batch, all of the same structure (an empty list raises
+            ``ValueError``).
+        padded_shapes: ``None`` pads every dimension to the largest in the batch; else
+            one shape per component, an int padding to exactly that size (a larger
+            component raises ``ValueError``), ``None``/``-1`` to the largest.
+        padding_values: one value for every component or one per component; when not
+            given, 0 (``""``/``b""`` for string arrays).
+
     >>> pad_batch([(np.ones(2), 1), (np.ones(3), 2)], padding_values=(-1.0, 0))[0].tolist()
     [[1.0, 1.0, -1.0], [1.0, 1.0, 1.0]]
     >>> pad_batch([[1, 2, 3]], padded_shapes=(2,))
@@ -198,6 +207,10 @@ def pad_batch(items: list[Any], *, padded_shapes: Any = None,
 
 class PadBatch:
     """``pad_batch`` with fixed options, as a picklable collate function.
+
+    Args:
+        padded_shapes: as for :func:`pad_batch`.
+        padding_values: as for :func:`pad_batch` (when not given: 0, ``""`` for strings).
 
     >>> PadBatch(padding_values=9)([[1], [1, 2]]).tolist()
     [[1, 9], [1, 2]]
@@ -214,6 +227,14 @@ class PadBatch:
 
 class PaddedBatchDataset(BatchDataset):
     """Padded batches of ``batch_size`` consecutive items; see the module docstring.
+
+    Args:
+        parent: the dataset read.
+        batch_size: items per batch (a positive int; :meth:`Dataset.padded_batch` checks
+            it).
+        padded_shapes: as for :func:`pad_batch`.
+        padding_values: as for :func:`pad_batch`.
+        drop_remainder: drop a final batch smaller than ``batch_size``.
 
     >>> ds = Dataset.from_iterable([np.array([1]), np.array([2, 3])]).padded_batch(2)
     >>> type(ds).__name__, ds.to_list()[0].tolist()

@@ -54,6 +54,10 @@ def _mix(x: np.ndarray) -> np.ndarray:
 class IndexPermutation:
     """A bijection of ``range(n)`` chosen by ``seed``; see the module docstring.
 
+    Args:
+        n: the number of indices (negative raises ``ValueError``).
+        seed: any int (taken modulo 2**64).
+
     >>> p = IndexPermutation(10, seed=3)
     >>> out = p.take(range(10))
     >>> sorted(out.tolist()) == list(range(10)), IndexPermutation(10, seed=3).take([0, 1]).tolist() == out[:2].tolist()
@@ -81,7 +85,14 @@ class IndexPermutation:
         return (left << half) | right
 
     def take(self, indices: Iterable[int] | np.ndarray) -> np.ndarray:
-        """The images of ``indices`` (each in ``range(n)``) as an int64 array."""
+        """The images of ``indices`` as an int64 array.
+
+        Args:
+            indices: indices in ``range(n)``; one at or above ``n`` raises ``IndexError``.
+
+        >>> IndexPermutation(4, seed=0).take([]).tolist()
+        []
+        """
         x = np.asarray(indices, dtype=np.uint64).copy()
         if x.size and int(x.max()) >= self.n:
             raise IndexError(f"index {int(x.max())} out of range for a permutation of {self.n}")
@@ -116,6 +127,10 @@ class TablePermutation:
     ``seed`` and stored as a table (O(n) memory; meant for small ``n``). Same interface
     as :class:`IndexPermutation`.
 
+    Args:
+        n: the number of indices (negative raises ``ValueError``).
+        seed: any int (taken modulo 2**64).
+
     >>> p = TablePermutation(5, seed=3)
     >>> sorted(p.take(range(5)).tolist()), p[0] == int(p.take([0])[0])
     ([0, 1, 2, 3, 4], True)
@@ -128,7 +143,14 @@ class TablePermutation:
         self._table = np.random.default_rng(int(seed) & (2**64 - 1)).permutation(n)
 
     def take(self, indices: Iterable[int] | np.ndarray) -> np.ndarray:
-        """The images of ``indices`` (each in ``range(n)``) as an int64 array."""
+        """The images of ``indices`` as an int64 array.
+
+        Args:
+            indices: indices in ``range(n)``; one outside it raises ``IndexError``.
+
+        >>> sorted(TablePermutation(3, seed=0).take([0, 1, 2]).tolist())
+        [0, 1, 2]
+        """
         x = np.asarray(indices, dtype=np.int64)
         if x.size and (int(x.max()) >= self.n or int(x.min()) < 0):
             bad = int(x.max()) if int(x.max()) >= self.n else int(x.min())
@@ -147,6 +169,10 @@ class TablePermutation:
 def permutation(n: int, seed: int) -> IndexPermutation | TablePermutation:
     """The permutation of ``range(n)`` for ``seed``: a :class:`TablePermutation` when
     ``n <= TABLE_MAX``, else an :class:`IndexPermutation` (O(1) memory).
+
+    Args:
+        n: the number of indices.
+        seed: any int (taken modulo 2**64).
 
     >>> type(permutation(10, 1)).__name__, type(permutation(TABLE_MAX + 1, 1)).__name__
     ('TablePermutation', 'IndexPermutation')

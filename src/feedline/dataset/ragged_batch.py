@@ -26,6 +26,11 @@ __all__ = ["RaggedArray", "ragged_collate"]
 class RaggedArray:
     """Rows of different lengths: row ``i`` is ``values[row_splits[i]:row_splits[i + 1]]``.
 
+    Args:
+        values: the rows' elements, concatenated along the first axis.
+        row_splits: ``len(rows) + 1`` offsets into ``values``, starting at 0 and
+            non-decreasing (not checked).
+
     >>> r = RaggedArray(np.arange(5), np.array([0, 2, 5]))
     >>> len(r), r[1].tolist(), r.row_lengths().tolist()
     (2, [2, 3, 4], [2, 3])
@@ -79,6 +84,11 @@ def _collate_component(items: list) -> Any:
 
 def ragged_collate(items: list) -> Any:
     """Collate one batch; see the module docstring.
+
+    Args:
+        items: the batch's items: each a tuple, a dict or one component; a component
+            mixing scalars and sequences, or differing beyond its first axis, raises
+            ``ValueError``.
 
     >>> out = ragged_collate([([1, 2], "a"), ([3], "b")])
     >>> out[0].to_list(), out[1].tolist()

@@ -64,6 +64,15 @@ def acceptance(initial: np.ndarray, target: np.ndarray) -> np.ndarray:
 class RejectionResampleDataset(Dataset):
     """``(class, item)`` pairs resampled to ``target_dist``; see the module docstring.
 
+    Args:
+        parent: the dataset read.
+        class_func: an item's class, an int in ``0 .. len(target_dist) - 1``.
+        target_dist: the wanted class distribution: non-negative numbers with a
+            positive sum, normalised (else ``ValueError``).
+        initial_dist: the input's class distribution, as ``target_dist`` and of the same
+            length (else ``ValueError``); ``None`` estimates it from the classes seen.
+        seed: the seed of the keep/drop draws (``None``: a fresh one drawn now).
+
     >>> ds = Dataset.range(4).rejection_resample(lambda x: x % 2, [0.5, 0.5], seed=1)
     >>> type(ds).__name__, all(c == x % 2 for c, x in ds.to_list())
     ('RejectionResampleDataset', True)

@@ -28,6 +28,11 @@ _FOREVER_STRIDE = 2**32
 class RepeatDataset(Dataset):
     """``epochs`` repetitions of the parent (``None``: forever).
 
+    Args:
+        parent: the dataset read; each repetition runs with the next epoch number.
+        epochs: the number of repetitions (validated by :meth:`Dataset.repeat`), or
+            ``None`` for forever.
+
     >>> ds = Dataset.range(2).repeat(3)
     >>> type(ds).__name__, ds.to_list()
     ('RepeatDataset', [0, 1, 0, 1, 0, 1])

@@ -31,6 +31,11 @@ class RoundUpDataset(RandomAccessDataset):
     """The parent's items, then its first ones again up to a multiple of ``multiple``;
     see the module docstring.
 
+    Args:
+        parent: the random-access dataset read (another dataset raises ``TypeError``).
+        multiple: the length is rounded up to a multiple of it (a positive int, else
+            ``ValueError``/``TypeError``).
+
     >>> from feedline.dataset import Dataset
     >>> RoundUpDataset(Dataset.range(3), 2).to_list()
     [0, 1, 2, 0]

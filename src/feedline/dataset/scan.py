@@ -32,6 +32,11 @@ class ScanDataset(Dataset):
     """Outputs of ``scan_func`` carried through the parent's items; see the module
     docstring.
 
+    Args:
+        parent: the dataset read.
+        initial_state: the state passed with the first item.
+        scan_func: called as ``scan_func(state, item)``; returns ``(new_state, output)``.
+
     >>> ds = Dataset.from_iterable(["a", "b", "c"]).scan("", lambda s, c: (s + c, s + c))
     >>> type(ds).__name__, ds.to_list()
     ('ScanDataset', ['a', 'ab', 'abc'])

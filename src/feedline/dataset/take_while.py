@@ -22,6 +22,10 @@ __all__ = ["TakeWhileDataset"]
 class TakeWhileDataset(Dataset):
     """The parent's leading items that satisfy ``predicate``; see the module docstring.
 
+    Args:
+        parent: the dataset read.
+        predicate: called with each item; the stage ends at the first falsy result.
+
     >>> ds = Dataset.from_iterable([1, 3, 4, 5]).take_while(lambda x: x % 2)
     >>> type(ds).__name__, ds.to_list()
     ('TakeWhileDataset', [1, 3])

@@ -32,6 +32,11 @@ __all__ = ["UnbatchDataset", "rows"]
 def rows(item: Any) -> list:
     """The rows of ``item``; see the module docstring.
 
+    Args:
+        item: a list (its elements), an array-like with a length (its rows), or a tuple
+            or dict of them (one tuple or dict per row); a ``str``/``bytes``, a scalar or
+            components with different numbers of rows raise ``TypeError``/``ValueError``.
+
     >>> rows({"a": [1, 2], "b": "xy"}) == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]
     Traceback (most recent call last):
     ...
@@ -63,6 +68,9 @@ def _components(parts: list) -> list[list]:
 
 class UnbatchDataset(Dataset):
     """The rows of the parent's items, in order; see the module docstring.
+
+    Args:
+        parent: the dataset of batches read; each item is split by :func:`rows`.
 
     >>> ds = Dataset.from_iterable([[1, 2], [], [3]]).unbatch()
     >>> type(ds).__name__, ds.to_list()

@@ -25,6 +25,9 @@ __all__ = ["UniqueDataset"]
 class UniqueDataset(Dataset):
     """The parent's distinct items in first-seen order; see the module docstring.
 
+    Args:
+        parent: the dataset read; its items must be hashable.
+
     >>> ds = Dataset.from_iterable(list("abba")).unique()
     >>> type(ds).__name__, ds.to_list()
     ('UniqueDataset', ['a', 'b'])

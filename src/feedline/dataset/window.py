@@ -43,6 +43,13 @@ __all__ = ["WindowDataset"]
 class WindowDataset(Dataset):
     """Windows of the parent's items as datasets; see the module docstring.
 
+    Args:
+        parent: the dataset read.
+        size: items per window (a positive int; :meth:`Dataset.window` checks the ints).
+        shift: positions between the starts of two windows.
+        stride: positions between two items of a window.
+        drop_remainder: drop every window that is not full.
+
     >>> ds = Dataset.range(4).window(2)
     >>> type(ds).__name__, [w.to_list() for w in ds], len(ds)
     ('WindowDataset', [[0, 1], [2, 3]], 2)

@@ -24,6 +24,12 @@ __all__ = ["ZipDataset"]
 class ZipDataset(Dataset):
     """``(a[i], b[i], ...)`` for each position present in every dataset.
 
+    Args:
+        datasets: the datasets zipped (an element that is not a :class:`Dataset` raises
+            ``TypeError``).
+        strict: ``True`` raises ``ValueError`` when one dataset ends while another still
+            has items; ``False`` ends with the shortest.
+
     >>> ds = Dataset.range(3).zip(Dataset.from_iterable(["a", "b"]))
     >>> type(ds).__name__, ds.to_list()
     ('ZipDataset', [(0, 'a'), (1, 'b')])
