@@ -115,17 +115,22 @@ _SUFFIX = {0: "", 1: "_sequence", 2: "_sub_sequence"}
 class InputType:
     """One declared input. Make it with the factory functions of this module.
 
-    Fields:
+    The constructor checks every field and raises ``ValueError`` (``TypeError`` for a
+    wrong type) when they do not fit together.
 
-    * ``kind``: one of ``"dense"``, ``"integer"``, ``"integers"``, ``"sparse_binary"``,
-      ``"sparse_float"``.
-    * ``shape``: the shape of one token's converted value: ``(dim,)`` or the
-      ``dense_array`` shape for dense, ``()`` for one id, ``(count,)`` for several ids
-      (``(None,)`` when the count is taken from the batch), ``(dim,)`` for sparse.
-    * ``value_range``: ids must lie in ``[0, value_range)``; ``None`` for other kinds.
-    * ``seq_type``: :class:`SequenceType` level (0, 1 or 2).
-    * ``dtype``: numpy dtype name of the converted values (``None`` for sparse binary,
-      which has no values).
+    Args:
+        kind: one of ``"dense"``, ``"integer"``, ``"integers"``, ``"sparse_binary"``,
+            ``"sparse_float"``.
+        shape: the shape of one token's converted value, a tuple: ``(dim,)`` or the
+            ``dense_array`` shape for dense, ``()`` for one id, ``(count,)`` for several
+            ids (``(None,)`` when the count is taken from the batch), ``(dim,)`` for
+            sparse.
+        value_range: ids must lie in ``[0, value_range)`` (a positive int of at most
+            ``2**53``); must be ``None`` for the other kinds.
+        seq_type: :class:`SequenceType` level (0, 1 or 2).
+        dtype: numpy dtype name of the converted values: int32 or int64 for ids,
+            float16, float32 or float64 for dense and sparse float, ``None`` for sparse
+            binary (which has no values).
 
     >>> t = integer_value_sequence(10)
     >>> t.kind, t.shape, t.value_range, t.seq_type, t.dtype
@@ -259,6 +264,14 @@ def _shape(value: Any) -> tuple:
 def dense_vector(dim: int, *, dtype: Any = "float32", seq_type: int = 0) -> InputType:
     """A vector of ``dim`` numbers per sample -> ``(batch, dim)`` array of ``dtype``.
 
+    Args:
+        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
+            ``None`` means the default); it must be float16, float32 or float64, else
+            ``ValueError``, and a non-dtype raises ``TypeError``.
+        seq_type: the :class:`SequenceType` nesting level: 0 (the default) none, 1 a
+            sequence, 2 a sub-sequence; anything else raises ``ValueError``.
+
     >>> dense_vector(3)
     dense_vector(3)
     """
@@ -269,6 +282,15 @@ def dense_vector(dim: int, *, dtype: Any = "float32", seq_type: int = 0) -> Inpu
 def dense_array(shape: int | tuple, *, dtype: Any = "float32", seq_type: int = 0) -> InputType:
     """An array of fixed ``shape`` per sample (e.g. ``(3, 32, 32)``) -> ``(batch, *shape)``.
 
+    Args:
+        shape: the shape of one array (an int means ``(shape,)``); positive ints, at
+            least one dimension, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
+            ``None`` means the default); it must be float16, float32 or float64, else
+            ``ValueError``, and a non-dtype raises ``TypeError``.
+        seq_type: the :class:`SequenceType` nesting level: 0 (the default) none, 1 a
+            sequence, 2 a sub-sequence; anything else raises ``ValueError``.
+
     >>> dense_array((2, 3)).dim
     6
     """
@@ -277,6 +299,12 @@ def dense_array(shape: int | tuple, *, dtype: Any = "float32", seq_type: int = 0
 
 def dense_vector_sequence(dim: int, *, dtype: Any = "float32") -> InputType:
     """A sequence of ``dim``-wide dense vectors per sample.
+
+    Args:
+        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
+            ``None`` means the default); it must be float16, float32 or float64, else
+            ``ValueError``, and a non-dtype raises ``TypeError``.
 
     >>> dense_vector_sequence(4).is_sequence
     True
@@ -287,6 +315,12 @@ def dense_vector_sequence(dim: int, *, dtype: Any = "float32") -> InputType:
 def dense_vector_sub_sequence(dim: int, *, dtype: Any = "float32") -> InputType:
     """A list of sequences of ``dim``-wide dense vectors per sample.
 
+    Args:
+        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
+            ``None`` means the default); it must be float16, float32 or float64, else
+            ``ValueError``, and a non-dtype raises ``TypeError``.
+
     >>> dense_vector_sub_sequence(4).is_sub_sequence
     True
     """
@@ -296,6 +330,13 @@ def dense_vector_sub_sequence(dim: int, *, dtype: Any = "float32") -> InputType:
 def dense_array_sequence(shape: int | tuple, *, dtype: Any = "float32") -> InputType:
     """A sequence of arrays of ``shape`` per sample.
 
+    Args:
+        shape: the shape of one array (an int means ``(shape,)``); positive ints, at
+            least one dimension, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
+            ``None`` means the default); it must be float16, float32 or float64, else
+            ``ValueError``, and a non-dtype raises ``TypeError``.
+
     >>> dense_array_sequence((2, 2))
     dense_array_sequence((2, 2))
     """
@@ -304,6 +345,13 @@ def dense_array_sequence(shape: int | tuple, *, dtype: Any = "float32") -> Input
 
 def dense_array_sub_sequence(shape: int | tuple, *, dtype: Any = "float32") -> InputType:
     """A list of sequences of arrays of ``shape`` per sample.
+
+    Args:
+        shape: the shape of one array (an int means ``(shape,)``); positive ints, at
+            least one dimension, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
+            ``None`` means the default); it must be float16, float32 or float64, else
+            ``ValueError``, and a non-dtype raises ``TypeError``.
 
     >>> dense_array_sub_sequence((2, 2)).seq_type
     2
@@ -316,6 +364,14 @@ def dense_array_sub_sequence(shape: int | tuple, *, dtype: Any = "float32") -> I
 def integer_value(value_range: int, *, dtype: Any = "int64", seq_type: int = 0) -> InputType:
     """One id in ``[0, value_range)`` per sample -> ``(batch,)`` int64 vector.
 
+    Args:
+        value_range: ids must lie in ``[0, value_range)``; a positive int of at most
+            ``2**53``, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted ids (``None`` means the default); it must be
+            int32 or int64, else ``ValueError``.
+        seq_type: the :class:`SequenceType` nesting level: 0 (the default) none, 1 a
+            sequence, 2 a sub-sequence; anything else raises ``ValueError``.
+
     >>> integer_value(10)
     integer_value(10)
     """
@@ -325,6 +381,12 @@ def integer_value(value_range: int, *, dtype: Any = "int64", seq_type: int = 0) 
 def integer_value_sequence(value_range: int, *, dtype: Any = "int64") -> InputType:
     """A sequence of ids per sample (words of a sentence).
 
+    Args:
+        value_range: ids must lie in ``[0, value_range)``; a positive int of at most
+            ``2**53``, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted ids (``None`` means the default); it must be
+            int32 or int64, else ``ValueError``.
+
     >>> integer_value_sequence(100)
     integer_value_sequence(100)
     """
@@ -333,6 +395,12 @@ def integer_value_sequence(value_range: int, *, dtype: Any = "int64") -> InputTy
 
 def integer_value_sub_sequence(value_range: int, *, dtype: Any = "int64") -> InputType:
     """A list of id sequences per sample (sentences of a paragraph).
+
+    Args:
+        value_range: ids must lie in ``[0, value_range)``; a positive int of at most
+            ``2**53``, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted ids (``None`` means the default); it must be
+            int32 or int64, else ``ValueError``.
 
     >>> integer_value_sub_sequence(100)
     integer_value_sub_sequence(100)
@@ -348,8 +416,18 @@ def integer_values(
 ) -> InputType:
     """``count`` ids in ``[0, value_range)`` per sample -> ``(batch, count)`` int64.
 
-    With ``count=None`` every sample of one batch must hold the same number of ids, and
-    that number is the width of the result. (Paddle uses this for pixel labels.)
+    Paddle uses this for pixel labels.
+
+    Args:
+        value_range: ids must lie in ``[0, value_range)``; a positive int of at most
+            ``2**53``, else ``ValueError``/``TypeError``.
+        count: how many ids one sample holds, a positive int. With ``None`` (the
+            default) every sample of one batch must hold the same number of ids, and that
+            number is the width of the result.
+        dtype: numpy dtype of the converted ids (``None`` means the default); it must be
+            int32 or int64, else ``ValueError``.
+        seq_type: the :class:`SequenceType` nesting level: 0 (the default) none, 1 a
+            sequence, 2 a sub-sequence; anything else raises ``ValueError``.
 
     >>> integer_values(5, count=3)
     integer_values(5, count=3)
@@ -363,6 +441,14 @@ def integer_values_sequence(
 ) -> InputType:
     """A sequence of fixed-size id groups per sample -> values ``(tokens, count)``.
 
+    Args:
+        value_range: ids must lie in ``[0, value_range)``; a positive int of at most
+            ``2**53``, else ``ValueError``/``TypeError``.
+        count: how many ids one sample (token) holds; ``None`` takes the width from the
+            batch, where every sample must hold the same number; else a positive int.
+        dtype: numpy dtype of the converted ids (``None`` means the default); it must be
+            int32 or int64, else ``ValueError``.
+
     >>> integer_values_sequence(5).seq_type
     1
     """
@@ -373,6 +459,14 @@ def integer_values_sub_sequence(
     value_range: int, *, count: int | None = None, dtype: Any = "int64"
 ) -> InputType:
     """A list of sequences of fixed-size id groups per sample.
+
+    Args:
+        value_range: ids must lie in ``[0, value_range)``; a positive int of at most
+            ``2**53``, else ``ValueError``/``TypeError``.
+        count: how many ids one sample (token) holds; ``None`` takes the width from the
+            batch, where every sample must hold the same number; else a positive int.
+        dtype: numpy dtype of the converted ids (``None`` means the default); it must be
+            int32 or int64, else ``ValueError``.
 
     >>> integer_values_sub_sequence(5).seq_type
     2
@@ -387,6 +481,11 @@ def integer_values_sub_sequence(
 def sparse_binary_vector(dim: int, *, seq_type: int = 0) -> InputType:
     """A ``dim``-wide 0/1 vector given as the indices of its ones -> CSR, no values.
 
+    Args:
+        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
+        seq_type: the :class:`SequenceType` nesting level: 0 (the default) none, 1 a
+            sequence, 2 a sub-sequence; anything else raises ``ValueError``.
+
     >>> sparse_binary_vector(10000)
     sparse_binary_vector(10000)
     """
@@ -397,6 +496,9 @@ def sparse_binary_vector(dim: int, *, seq_type: int = 0) -> InputType:
 def sparse_binary_vector_sequence(dim: int) -> InputType:
     """A sequence of sparse binary vectors per sample.
 
+    Args:
+        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
+
     >>> sparse_binary_vector_sequence(8).is_sparse
     True
     """
@@ -405,6 +507,9 @@ def sparse_binary_vector_sequence(dim: int) -> InputType:
 
 def sparse_binary_vector_sub_sequence(dim: int) -> InputType:
     """A list of sequences of sparse binary vectors per sample.
+
+    Args:
+        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
 
     >>> sparse_binary_vector_sub_sequence(8).seq_type
     2
@@ -416,6 +521,14 @@ def sparse_float_vector(dim: int, *, dtype: Any = "float32", seq_type: int = 0) 
     """A ``dim``-wide sparse vector given as ``(index, value)`` pairs (or a dict
     ``{index: value}``) -> CSR with values of ``dtype``.
 
+    Args:
+        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
+            ``None`` means the default); it must be float16, float32 or float64, else
+            ``ValueError``, and a non-dtype raises ``TypeError``.
+        seq_type: the :class:`SequenceType` nesting level: 0 (the default) none, 1 a
+            sequence, 2 a sub-sequence; anything else raises ``ValueError``.
+
     >>> sparse_float_vector(10000)
     sparse_float_vector(10000)
     """
@@ -426,6 +539,12 @@ def sparse_float_vector(dim: int, *, dtype: Any = "float32", seq_type: int = 0) 
 def sparse_float_vector_sequence(dim: int, *, dtype: Any = "float32") -> InputType:
     """A sequence of sparse float vectors per sample.
 
+    Args:
+        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
+            ``None`` means the default); it must be float16, float32 or float64, else
+            ``ValueError``, and a non-dtype raises ``TypeError``.
+
     >>> sparse_float_vector_sequence(8)
     sparse_float_vector_sequence(8)
     """
@@ -434,6 +553,12 @@ def sparse_float_vector_sequence(dim: int, *, dtype: Any = "float32") -> InputTy
 
 def sparse_float_vector_sub_sequence(dim: int, *, dtype: Any = "float32") -> InputType:
     """A list of sequences of sparse float vectors per sample.
+
+    Args:
+        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
+            ``None`` means the default); it must be float16, float32 or float64, else
+            ``ValueError``, and a non-dtype raises ``TypeError``.
 
     >>> sparse_float_vector_sub_sequence(8)
     sparse_float_vector_sub_sequence(8)
