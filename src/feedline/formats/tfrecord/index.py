@@ -30,9 +30,17 @@ _CODE_COMPRESSIONS = {v: k for k, v in _COMPRESSION_CODES.items()}
 class TFRecordIndex:
     """Offsets and data lengths of the records of one TFRecord file.
 
-    ``offsets[i]`` is the byte offset of record ``i``'s frame, ``lengths[i]`` its data
-    length (both uint64 arrays); ``file_size`` and ``compression`` describe the indexed
-    file. See the module docstring for the on-disk format.
+    See the module docstring for the on-disk format.
+
+    Args:
+        offsets: ``offsets[i]`` is the byte offset of record ``i``'s frame (in the
+            uncompressed stream), kept as a uint64 array.
+        lengths: ``lengths[i]`` is record ``i``'s data length, kept as a uint64 array; it
+            and ``offsets`` must be 1-D and of the same length, else ``ValueError``.
+        file_size: the size in bytes of the indexed file as stored (what :meth:`check`
+            compares against).
+        compression: the indexed file's compression: ``None`` (the default), ``"GZIP"``
+            or ``"ZLIB"``.
 
     >>> import os, tempfile
     >>> import numpy as np
@@ -64,7 +72,11 @@ class TFRecordIndex:
         return len(self.offsets)
 
     def save(self, index_path: str | os.PathLike) -> None:
-        """Write the index atomically (a temporary file renamed into place)."""
+        """Write the index atomically (a temporary file renamed into place).
+
+        Args:
+            index_path: the local file to write, usually ``<path>.index``.
+        """
         with atomic_open(index_path) as f:
             f.write(
                 _INDEX_HEADER.pack(
@@ -82,8 +94,12 @@ class TFRecordIndex:
     def load(
         cls, index_path: str | os.PathLike, *, storage_options: dict | None = None
     ) -> TFRecordIndex:
-        """Read an index file (a local path or a URL, see :mod:`feedline.storage.fs`); a
-        damaged one raises :class:`CorruptRecordError`."""
+        """Read an index file; a damaged one raises :class:`CorruptRecordError`.
+
+        Args:
+            index_path: a local path or a URL (see :mod:`feedline.storage.fs`).
+            storage_options: passed to fsspec for a URL.
+        """
         index_path = os.fspath(index_path)
         with open_file(index_path, "rb", storage_options=storage_options) as f:
             data = f.read()
@@ -129,8 +145,13 @@ class TFRecordIndex:
         )
 
     def check(self, path: str | os.PathLike, *, storage_options: dict | None = None) -> None:
-        """Raise :class:`CorruptRecordError` if the file at ``path`` (local or a URL) is
-        not the size the index was built for (the index is stale)."""
+        """Raise :class:`CorruptRecordError` if the file at ``path`` is not the size the
+        index was built for (the index is stale).
+
+        Args:
+            path: the indexed TFRecord file, local or a URL.
+            storage_options: passed to fsspec for a URL.
+        """
         size = file_size(path, storage_options=storage_options)
         if size != self.file_size:
             raise CorruptRecordError(

@@ -35,15 +35,21 @@ _U64 = struct.Struct("<Q")
 class TFRecordFile(Closeable):
     """Random access to the records of an uncompressed TFRecord file.
 
-    Uses the sidecar index ``index_path`` (default ``<path>.index``); when there is none
-    the file is scanned once to build the index in memory. ``len(f)`` is the number of
-    records; ``f[i]`` reads record ``i`` with one ``pread`` (negative indices work; a
-    slice or a list of indices returns a list). ``verify`` checks the frame's CRCs.
-    Reads are thread-safe; the object pickles (the file is reopened in the new process).
+    ``len(f)`` is the number of records; ``f[i]`` reads record ``i`` with one ``pread``
+    (negative indices work; a slice or a list of indices returns a list). Reads are
+    thread-safe; the object pickles (the file is reopened in the new process).
 
-    The file must be local (a path or a ``file://`` URL): positional reads need a file
-    descriptor, and a remote URL raises ``ValueError``. Read remote files sequentially
-    with :func:`feedline.tfrecord.read` (``storage_options=...``), or copy them first.
+    Args:
+        path: a local file (a path or a ``file://`` URL): positional reads need a file
+            descriptor, and a remote URL raises ``ValueError``. Read remote files
+            sequentially with :func:`feedline.tfrecord.read` (``storage_options=...``), or
+            copy them first. A compressed file raises ``ValueError``.
+        index_path: the sidecar index; ``None`` (the default) means ``<path>.index``. When
+            that file does not exist the file is scanned once to build the index in
+            memory; a damaged or stale one raises
+            :class:`~feedline.exceptions.CorruptRecordError`.
+        verify: true (the default) checks both CRCs of each frame read (and of the scan);
+            false checks neither.
 
     >>> import os, tempfile
     >>> from feedline.tfrecord import write

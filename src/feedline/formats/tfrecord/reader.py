@@ -68,12 +68,17 @@ _DIRECT_CHUNK = 1 << 20
 def detect_compression(
     path: str | os.PathLike, *, storage_options: dict | None = None
 ) -> str | None:
-    """Return ``None``, ``"GZIP"`` or ``"ZLIB"`` for the TFRecord file at ``path`` (a
-    local path or a URL; ``storage_options`` go to fsspec).
+    """Return ``None``, ``"GZIP"`` or ``"ZLIB"`` for the TFRecord file at ``path``.
 
     An uncompressed file is recognised by its first header's length CRC; otherwise the
     gzip magic or a zlib header decides; an empty or unrecognisable file gives ``None``
     (reading it then reports what is wrong).
+
+    Args:
+        path: a local path or a URL (``s3://``, ``memory://`` ...); a missing file raises
+            ``FileNotFoundError``.
+        storage_options: passed to fsspec for a URL (see :mod:`feedline.storage.fs`);
+            ``None`` passes none.
 
     >>> import os, tempfile
     >>> from feedline.tfrecord import write
@@ -224,18 +229,26 @@ def _load_index_offsets(
 class TFRecordReader(DatasetIterator[bytes]):
     """Iterator over the records of one TFRecord file, as ``bytes``.
 
-    Keyword options: ``compression`` (``"auto"`` default, ``None``, ``"GZIP"``,
-    ``"ZLIB"``); ``verify`` (default ``True``: check both CRCs of every frame);
-    ``on_error`` (``"raise"``, ``"skip"``, ``"warn"``; see the module docstring);
-    ``index_path`` (the sidecar index used to resynchronise after damage; default
-    ``<path>.index`` when that file exists); ``block_size`` (read buffer, default 4 MiB;
-    it grows to hold a larger record); ``storage_options`` (for a URL such as
-    ``s3://bucket/a.tfrecord``: passed to fsspec, see :mod:`feedline.storage.fs`; they are
-    construction arguments, never part of the state).
-
     The file is opened on first use (a read, ``set_state``, or asking for
     ``compression`` when it is ``"auto"``), not by the constructor; a missing file
     raises ``FileNotFoundError`` then.
+
+    Args:
+        path: the TFRecord file, a local path or a URL such as ``s3://bucket/a.tfrecord``.
+        compression: ``"auto"`` (the default: detected from the first bytes, see
+            :func:`detect_compression`), ``None``, ``"GZIP"`` or ``"ZLIB"`` (any case);
+            anything else raises ``ValueError``.
+        verify: true (the default) checks both CRCs of every frame; false checks
+            neither. A non-bool raises ``TypeError``.
+        on_error: ``"raise"`` (the default), ``"skip"`` or ``"warn"``: what damaged data
+            does (see the module docstring); anything else raises ``ValueError``.
+        index_path: the sidecar index used to resynchronise after damage; ``None`` (the
+            default) uses ``<path>.index`` when that file exists. A damaged or stale
+            index is ignored with a ``RuntimeWarning``.
+        block_size: the read buffer in bytes, default 4 MiB; it grows to hold a larger
+            record. Not a positive int: ``ValueError``/``TypeError``.
+        storage_options: passed to fsspec for a URL (see :mod:`feedline.storage.fs`);
+            construction arguments, never part of the state.
 
     ``get_state()`` returns ``{"type": "tfrecord", "offset", "index", "skipped",
     "skipped_bytes"}``: the byte offset (in the uncompressed stream) and index of the
@@ -318,7 +331,11 @@ class TFRecordReader(DatasetIterator[bytes]):
 
     def next_batch(self, n: int) -> list[bytes]:
         """Return the next ``n`` records (fewer at the end of the file, or just before
-        damage under ``on_error="raise"``: the next call then raises); ``[]`` at the end."""
+        damage under ``on_error="raise"``: the next call then raises); ``[]`` at the end.
+
+        Args:
+            n: the most records to return; ``0`` or less returns ``[]``.
+        """
         out: list[bytes] = []
         while len(out) < n:
             if self._i >= len(self._records):
@@ -612,6 +629,12 @@ class TFRecordReader(DatasetIterator[bytes]):
         skipping damage must see every record, or parts would count records differently.
         ``set_state`` forgets the hint.
 
+        Args:
+            first: the first record wanted, counted from the next one to be returned; a
+                negative value raises ``ValueError``.
+            step: the distance between wanted records, a positive int (``1`` with
+                ``first=0`` wants every record: no hint).
+
         >>> import os, tempfile
         >>> from feedline.tfrecord import write
         >>> path = os.path.join(tempfile.mkdtemp(), "r.tfrecord")
@@ -626,6 +649,13 @@ class TFRecordReader(DatasetIterator[bytes]):
             self._wanted = (self._chunk_index + self._i + first, step)
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Resume at a position :meth:`get_state` returned (opening the file).
+
+        Args:
+            state: a ``{"type": "tfrecord", ...}`` dict from :meth:`get_state`; another
+                type, a missing key or an offset past the end of the file raises
+                :class:`~feedline.exceptions.StateError`.
+        """
         check_state(state, "tfrecord", ("offset", "index"))
         offset = state_int(state, "offset", "tfrecord")
         index = state_int(state, "index", "tfrecord")
@@ -664,11 +694,21 @@ def read(
 ) -> TFRecordReader:
     """Iterate over the records of the TFRecord file ``path`` (``bytes`` each).
 
-    ``path`` may be a URL (``s3://``, ``gs://``, ``memory://``, ``file://``) read
-    through fsspec with ``storage_options``; with ``cache_dir`` (and ``cache_limit``
-    bytes) a remote file and its index are read from their copies in the node-local
-    :class:`~feedline.storage.cache.ShardCache`. See :class:`TFRecordReader` for the
-    options; the iterator is also a context manager.
+    The iterator is a :class:`TFRecordReader`, also a context manager.
+
+    Args:
+        path: a local path or a URL (``s3://``, ``gs://``, ``memory://``, ``file://``) read
+            through fsspec.
+        compression: ``"auto"`` (the default), ``None``, ``"GZIP"`` or ``"ZLIB"``, as in
+            :class:`TFRecordReader`.
+        verify: true (the default) checks both CRCs of every frame.
+        on_error: ``"raise"`` (the default), ``"skip"`` or ``"warn"``.
+        index_path: the sidecar index; ``None`` uses ``<path>.index`` when it exists.
+        storage_options: passed to fsspec for a URL (see :mod:`feedline.storage.fs`).
+        cache_dir: a directory for the node-local
+            :class:`~feedline.storage.cache.ShardCache`: a remote file and its index are
+            read from their copies there; ``None`` (the default) reads them directly.
+        cache_limit: the cache's size limit in bytes; ``None`` leaves the cache's default.
 
     >>> import os, tempfile
     >>> from feedline.tfrecord import write
@@ -689,8 +729,13 @@ def read(
 
 
 class TFRecordBatchReader(DatasetIterator[list]):
-    """Iterator of lists of ``batch_size`` records from one TFRecord file (the last may be
-    shorter unless ``drop_remainder``). State is the underlying reader's.
+    """Iterator of lists of ``batch_size`` records from one TFRecord file. State is the
+    underlying reader's; further keyword options go to :class:`TFRecordReader`.
+
+    Args:
+        path: the TFRecord file, a local path or a URL.
+        batch_size: records per list, a positive int (else ``ValueError``/``TypeError``).
+        drop_remainder: false (the default) yields a shorter last list; true leaves it out.
 
     >>> import os, tempfile
     >>> from feedline.tfrecord import write
@@ -731,6 +776,12 @@ class TFRecordBatchReader(DatasetIterator[list]):
         return self.reader.get_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Resume at a position :meth:`get_state` returned.
+
+        Args:
+            state: the underlying :class:`TFRecordReader`'s state, as
+                :meth:`TFRecordReader.set_state` takes it.
+        """
         self.reader.set_state(state)
 
     def close(self) -> None:
@@ -754,7 +805,16 @@ def read_batches(
     The fast path: records are cut from a large reusable buffer, runs of equal-length
     frames are checked with numpy, and no Python object is made per framing step; payloads
     of 32 KiB or more in an uncompressed local file are read straight into their ``bytes``
-    instead. Same options (``storage_options`` included) and errors as :func:`read`.
+    instead. Same errors as :func:`read`.
+
+    Args:
+        path: a local path or a URL.
+        batch_size: records per list, a positive int.
+        drop_remainder: false (the default) yields a shorter last list; true leaves it out.
+        compression: ``"auto"`` (the default), ``None``, ``"GZIP"`` or ``"ZLIB"``.
+        verify: true (the default) checks both CRCs of every frame.
+        on_error: ``"raise"`` (the default), ``"skip"`` or ``"warn"``.
+        storage_options: passed to fsspec for a URL (see :mod:`feedline.storage.fs`).
 
     >>> import os, tempfile
     >>> from feedline.tfrecord import write
@@ -780,6 +840,14 @@ def read_batches(
 def scan_index(path: str, *, compression: Any, verify: bool, on_error: str) -> TFRecordIndex:
     """Read the TFRecord file ``path`` once and return its :class:`TFRecordIndex`
     (nothing is written); :func:`build_index` saves one.
+
+    Args:
+        path: a local TFRecord file.
+        compression: ``"auto"``, ``None``, ``"GZIP"`` or ``"ZLIB"``; the index records the
+            compression found.
+        verify: whether to check both CRCs of every frame.
+        on_error: ``"raise"``, ``"skip"`` or ``"warn"``; skipped damage is left out of
+            the index.
 
     >>> import os, tempfile
     >>> from feedline.tfrecord import write
@@ -817,11 +885,18 @@ def build_index(
     verify: bool = True,
     on_error: str = "raise",
 ) -> int:
-    """Scan the TFRecord file ``path`` and write its sidecar index (default
-    ``<path>.index``); return the number of records indexed.
+    """Scan the TFRecord file ``path`` and write its sidecar index; return the number of
+    records indexed.
 
-    With ``on_error="skip"`` damaged records are left out of the index (and a reader
-    using it resynchronises exactly at the next good record).
+    Args:
+        path: a local TFRecord file.
+        index_path: where to write the index; ``None`` (the default) writes
+            ``<path>.index``. It is written atomically.
+        compression: ``"auto"`` (the default), ``None``, ``"GZIP"`` or ``"ZLIB"``.
+        verify: true (the default) checks both CRCs of every frame.
+        on_error: ``"raise"`` (the default) raises at damage; with ``"skip"`` (or
+            ``"warn"``) damaged records are left out of the index (and a reader using it
+            resynchronises exactly at the next good record).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "c.tfrecord")

@@ -56,6 +56,9 @@ _RUN_MIN = 8  # try the vectorised path when at least this many equal frames may
 def mask(crc: int) -> int:
     """TFRecord's CRC masking: rotate right by 15 bits and add a constant (mod 2**32).
 
+    Args:
+        crc: an unsigned 32-bit CRC.
+
     >>> mask(0) == MASK_DELTA, hex(mask(1))              # 1 rotated right by 15, plus the delta
     (True, '0xa284ead8')
     """
@@ -63,7 +66,10 @@ def mask(crc: int) -> int:
 
 
 def masked_crc(data: bytes) -> int:
-    """Masked CRC-32C of ``data`` (read-only bytes-like).
+    """Masked CRC-32C of ``data``.
+
+    Args:
+        data: the bytes to checksum (any read-only bytes-like object).
 
     >>> hex(masked_crc(b""))
     '0xa282ead8'
@@ -78,6 +84,9 @@ def _mask_array(crcs: np.ndarray) -> np.ndarray:
 
 def frame(data: bytes) -> bytes:
     """Return the complete frame of one record (what the writer emits for ``data``).
+
+    Args:
+        data: the record's payload, any bytes-like object.
 
     >>> f = frame(b"ab")
     >>> len(f), f[:8] == (2).to_bytes(8, "little"), f[12:14]     # length, its CRC, data, data CRC
@@ -111,6 +120,9 @@ _length_crc_cache: dict[int, int] = {}
 
 def length_crc(length: int) -> int:
     """The masked CRC stored after a frame's 8 length bytes (cached for common lengths).
+
+    Args:
+        length: the frame's payload length, an int from 0 to 2**64 - 1.
 
     >>> length_crc(3) == masked_crc((3).to_bytes(8, "little"))
     True
@@ -243,10 +255,17 @@ def scan(buf, pos: int, end: int, limit: int, verify: bool,
 
     Returns ``(records, offsets, new_pos, problem)``: the payloads (``bytes``), their
     frame offsets in ``buf`` (an int64 array), the position after the last frame
-    returned, and ``None`` or the :class:`Problem` met at ``new_pos``. At most ``limit``
-    frames are returned. ``verify=False`` skips both CRC checks. ``keep=(first, step)``:
-    only frames ``first, first + step, ...`` of this walk are cut and have their data CRC
-    checked; the others come back as ``None`` (length CRCs are checked for all).
+    returned, and ``None`` or the :class:`Problem` met at ``new_pos``.
+
+    Args:
+        buf: the buffer (``bytes``, ``bytearray`` or anything numpy can view).
+        pos: where the first frame starts in ``buf``.
+        end: one past the last byte of data in ``buf``.
+        limit: the most frames to return.
+        verify: true checks both CRCs of every frame; false skips both checks.
+        keep: ``(first, step)``: only frames ``first, first + step, ...`` of this walk are
+            cut and have their data CRC checked; the others come back as ``None`` (length
+            CRCs are checked for all). ``None`` (the default) keeps every frame.
 
     Three vectorised passes follow a cheap walk along the length fields: the length
     CRCs of all walked frames (computed from the lengths by table lookups), the cutting
@@ -338,6 +357,11 @@ def _window_tables() -> tuple[np.ndarray, int]:
 def find_header(buf, start: int, end: int) -> int:
     """First position ``p`` in ``[start, end - 12]`` where a frame header's length CRC
     checks (vectorised over the window), or ``-1``.
+
+    Args:
+        buf: the buffer to search.
+        start: the first candidate position.
+        end: one past the last byte a header may use.
 
     >>> buf = b"junk" + frame(b"ab")
     >>> find_header(buf, 0, len(buf)), find_header(b"no frame here at all", 0, 20)

@@ -34,10 +34,14 @@ def _record_bytes(record: Any) -> bytes:
 class TFRecordWriter:
     """Write records to a TFRecord file; a context manager.
 
-    ``compression``: ``None`` (default), ``"GZIP"`` or ``"ZLIB"``. Uncompressed output is
-    byte-identical to ``tf.io.TFRecordWriter``'s. ``write(record)`` takes bytes-like
-    data; ``flush()`` pushes what was written to the file (a sync flush point when
-    compressed); ``close()`` finishes the file and is idempotent.
+    Uncompressed output is byte-identical to ``tf.io.TFRecordWriter``'s. ``flush()``
+    pushes what was written to the file (a sync flush point when compressed); ``close()``
+    finishes the file and is idempotent.
+
+    Args:
+        path: the local file to create (an existing one is overwritten).
+        compression: ``None`` (the default), ``"GZIP"`` or ``"ZLIB"`` (any case; ``""``
+            means ``None``); anything else raises ``ValueError``.
 
     >>> import io, os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "b.tfrecord")
@@ -58,7 +62,12 @@ class TFRecordWriter:
         return self._out is None
 
     def write(self, record: bytes | bytearray | memoryview) -> None:
-        """Append one record."""
+        """Append one record.
+
+        Args:
+            record: the payload, bytes-like; another type raises ``TypeError``, and a
+                closed writer raises ``ValueError``.
+        """
         if self._out is None:
             raise ValueError(f"{self.path}: write to a closed TFRecordWriter")
         data = _record_bytes(record)
@@ -89,6 +98,11 @@ def write(
     path: str | os.PathLike, records: Iterable[bytes], *, compression: str | None = None
 ) -> int:
     """Write ``records`` to a new TFRecord file at ``path``; return how many.
+
+    Args:
+        path: the local file to create (an existing one is overwritten).
+        records: the payloads, each bytes-like.
+        compression: ``None`` (the default), ``"GZIP"`` or ``"ZLIB"``.
 
     >>> import os, tempfile
     >>> from feedline.tfrecord import read
