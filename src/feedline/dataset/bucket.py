@@ -77,6 +77,19 @@ def _is_int(x: Any) -> TypeGuard[int | np.integer]:
 class BucketConfig:
     """The validated options of the bucketing stage (see the module docstring).
 
+    Args:
+        length_fn: an item's length, a non-negative int (a non-callable raises
+            ``TypeError``).
+        bucket_boundaries: strictly increasing positive ints (else ``ValueError``);
+            ``k`` boundaries make ``k + 1`` buckets. Stored as a tuple.
+        bucket_batch_sizes: an int for every bucket or one positive int per bucket
+            (``len(bucket_boundaries) + 1`` entries, else ``ValueError``); stored as a
+            tuple. ``None``: no size limit.
+        max_tokens: a budget per batch of ``items * max(longest length, 1)`` tokens (a
+            positive int), or ``None``. At least one of ``bucket_batch_sizes`` and
+            ``max_tokens`` is needed (``ValueError``).
+        drop_remainder: drop the incomplete batches left when the input ends.
+
     >>> BucketConfig(length_fn=len, bucket_boundaries=(3,), bucket_batch_sizes=(4, 2)).num_buckets
     2
     >>> BucketConfig(length_fn=len, bucket_boundaries=(3, 3), bucket_batch_sizes=4)
@@ -131,7 +144,15 @@ class BucketConfig:
         return len(self.bucket_boundaries) + 1
 
     def bucket_of(self, length: int) -> int:
-        """The bucket index of an item of ``length``."""
+        """The bucket index of an item of ``length``.
+
+        Args:
+            length: the item's length: bucket ``i`` holds the lengths from boundary
+                ``i - 1`` (inclusive) to boundary ``i`` (exclusive).
+
+        >>> BucketConfig(length_fn=len, bucket_boundaries=(3,), max_tokens=8).bucket_of(3)
+        1
+        """
         return bisect.bisect_right(self.bucket_boundaries, length)
 
 
@@ -149,6 +170,11 @@ class BucketIterator(DatasetIterator):
 
     ``parent`` is any :class:`~feedline.dataset.iterator.DatasetIterator`; the options are
     those of :class:`BucketConfig`. State: see the module docstring.
+
+    Args:
+        parent: the input iterator; it must be resumable and deterministic for
+            ``get_state()``.
+        config: the bucketing options.
 
     >>> ds = Dataset.from_iterable(["a", "bbbb", "cc", "dddd", "e"]).bucket_by_length(
     ...     length_fn=len, bucket_boundaries=[3], bucket_batch_sizes=[2, 2])
@@ -347,6 +373,10 @@ class BucketIterator(DatasetIterator):
 class BucketDataset(Dataset):
     """The dataset of :func:`bucket_by_length`.
 
+    Args:
+        parent: the dataset read.
+        config: the bucketing options.
+
     >>> ds = Dataset.from_iterable(["a", "bbbb", "cc", "dddd"]).bucket_by_length(
     ...     length_fn=len, bucket_boundaries=[3], bucket_batch_sizes=[2, 2])
     >>> type(ds).__name__, ds.to_list()
@@ -389,6 +419,21 @@ def bucket_by_length(
     With ``pad=True`` each batch is padded and stacked as
     :meth:`~feedline.dataset.base.Dataset.padded_batch` does (with ``padded_shapes`` and
     ``padding_values``; tf.data's ``bucket_by_sequence_length``) instead of being a list.
+
+    Args:
+        dataset: the dataset read (another object raises ``TypeError``).
+        length_fn: an item's length, a non-negative int (else ``ValueError`` naming the
+            item).
+        bucket_boundaries: strictly increasing positive ints; see :class:`BucketConfig`.
+        bucket_batch_sizes: an int or one int per bucket; see :class:`BucketConfig`.
+        max_tokens: a token budget per batch; see :class:`BucketConfig`.
+        drop_remainder: drop the incomplete batches left when the input ends.
+        pad: pad and stack each batch instead of yielding a list.
+        padded_shapes: with ``pad=True``, as for
+            :func:`~feedline.dataset.padded_batch.pad_batch` (without it: ``ValueError``).
+        padding_values: with ``pad=True``, as for
+            :func:`~feedline.dataset.padded_batch.pad_batch` (without it: ``ValueError``);
+            ``None``: 0 (``""`` for strings).
 
     >>> from feedline import Dataset
     >>> ds = Dataset.from_iterable([[1], [1, 2, 3], [4], [5, 6, 7]])

@@ -325,6 +325,10 @@ def pipeline_fingerprint(ds: Dataset) -> str:
     """A 16-hex-digit hash of the description of ``ds`` and every stage upstream of it
     (see the module docstring).
 
+    Args:
+        ds: the last stage of the pipeline; a value the fingerprint cannot describe
+            raises ``TypeError`` naming the stage and option.
+
     >>> a = pipeline_fingerprint(Dataset.range(4).map(lambda x: x + 1))
     >>> a == pipeline_fingerprint(Dataset.range(4).map(lambda x: x + 1))
     True
@@ -341,6 +345,15 @@ def pipeline_fingerprint(ds: Dataset) -> str:
 class FileCacheDataset(Dataset):
     """The dataset of ``cache(path)`` (``keep_others=False``) and ``snapshot(path)``
     (``keep_others=True``); see the module docstring.
+
+    Args:
+        parent: the pipeline whose output is cached.
+        path: the cache directory (not a path: ``TypeError``); the cache lives in
+            ``<path>/<fingerprint>/``.
+        shard_size: elements per part file (a positive int, else
+            ``ValueError``/``TypeError``).
+        keep_others: ``False`` removes the caches of other fingerprints in ``path`` once
+            this one is complete; ``True`` keeps them.
 
     >>> import os, tempfile
     >>> calls = []

@@ -46,6 +46,9 @@ def cardinality(ds: Dataset) -> int:
     """The number of items of ``ds``, :data:`INFINITE` or :data:`UNKNOWN`; see the module
     docstring.
 
+    Args:
+        ds: the dataset; nothing is read from it.
+
     >>> cardinality(Dataset.range(5).take(2)), cardinality(Dataset.from_iterable(iter([1])))
     (2, -2)
     """

@@ -140,13 +140,32 @@ _RAMP_START = 4  # items in an iteration's first chunk per worker; doubles per c
 class ParallelMapDataset(Dataset):
     """``fn`` over every item of ``parent`` in worker processes; see the module docstring.
 
-    ``workers``: a positive int or ``"auto"`` (:mod:`feedline.runtime.autotune`).
-    ``start_method``: ``"fork"`` (default where available), ``"spawn"`` or
-    ``"forkserver"`` (``fn`` and a random-access parent must then be picklable).
-    ``transport``: ``"auto"``, ``"shm"`` or ``"pipe"``. ``cpu_budget``: the most workers
-    ``"auto"`` may start (default: the CPUs this process may use). ``shm_budget``: the
-    most bytes of shared memory the result rings may use (default 1 GiB or a quarter of
-    the free ``/dev/shm``, whichever is smaller); it caps how many items share a block.
+    Args:
+        parent: the dataset read (not a :class:`Dataset`: ``TypeError``); a random-access
+            one is read by index in the workers.
+        fn: the mapped function (not callable: ``TypeError``).
+        workers: a positive int or ``"auto"`` (:mod:`feedline.runtime.autotune`); else
+            ``ValueError``.
+        ordered: ``True`` yields in input order; ``False`` as results are ready.
+        seed: seeds ``random``, numpy and torch before each item from ``(seed, epoch,
+            position)`` (an int or ``None``, else ``TypeError``).
+        name: the stage's name (``None``: ``map(<fn's name>)``).
+        buffer_size: the most items in flight (a positive int; ``None``: three chunks per
+            worker).
+        start_method: ``"fork"`` (``None``: the default where available), ``"spawn"`` or
+            ``"forkserver"`` (``fn`` and a random-access parent must then be picklable).
+        transport: ``"auto"``, ``"shm"`` or ``"pipe"`` (``None``: ``FEEDLINE_TRANSPORT``,
+            else ``"auto"``).
+        cpu_budget: the most workers ``"auto"`` may start (``None``: the CPUs this
+            process may use).
+        shm_budget: the most bytes of shared memory the result rings may use (``None``:
+            1 GiB or a quarter of the free ``/dev/shm``, whichever is smaller); it caps
+            how many items share a block.
+        timeout: seconds per item before :class:`~feedline.exceptions.StageTimeoutError`
+            (a positive number or ``None``).
+        backend: ``"process"``, ``"thread"`` or ``"ray"``.
+        ray_options: options of the Ray tasks, with ``backend="ray"`` only (else
+            ``ValueError``).
 
     >>> ds = Dataset.range(4).map(abs, num_workers=2)       # two worker processes
     >>> type(ds).__name__, ds.to_list()

@@ -27,6 +27,12 @@ _AUTO_START = 2
 class PrefetchDataset(Dataset):
     """The parent, produced ahead in a background thread.
 
+    Args:
+        parent: the dataset read.
+        buffer_size: the most items produced ahead (a positive int, else
+            ``ValueError``/``TypeError``), or ``"auto"``: a depth from 2 to 64 set by
+            timing the first 16 items.
+
     >>> ds = Dataset.range(3).prefetch(2)              # read ahead in a background thread
     >>> type(ds).__name__, ds.to_list()
     ('PrefetchDataset', [0, 1, 2])

@@ -186,12 +186,19 @@ class _Cursor:
 class ProcessPrefetchDataset(Dataset):
     """The parent, produced ahead in a background process; see the module docstring.
 
-    ``buffer_size``: items produced ahead, or ``"auto"``. ``start_method``: ``"fork"``
-    (default where available), ``"spawn"`` or ``"forkserver"`` (the pipeline must then
-    pickle).
-    ``transport``: ``"auto"``, ``"shm"`` or ``"pipe"`` (one message in flight).
-    ``nice``: 0 to 19, added to the process's niceness (see the module docstring).
-    ``timeout``: seconds (see the module docstring).
+    Args:
+        parent: the pipeline run in the process (not a :class:`Dataset`: ``TypeError``).
+        buffer_size: items produced ahead (a positive int), or ``"auto"``.
+        start_method: ``"fork"`` (``None``: the default where available), ``"spawn"`` or
+            ``"forkserver"`` (the pipeline must then pickle); another value raises
+            ``ValueError``.
+        transport: ``"auto"`` (``None``), ``"shm"`` or ``"pipe"`` (one message in
+            flight).
+        nice: 0 to 19, added to the process's niceness (else
+            ``ValueError``/``TypeError``; see the module docstring).
+        timeout: seconds the process may spend on one item before
+            :class:`~feedline.exceptions.StageTimeoutError` (a positive number or
+            ``None``).
 
     >>> ds = Dataset.range(4).prefetch(2, process=True)   # a background process
     >>> type(ds).__name__, ds.to_list()
@@ -227,6 +234,9 @@ class ProcessPrefetchDataset(Dataset):
 
     def with_parent(self, parent: Dataset) -> ProcessPrefetchDataset:
         """The same stage (same options, a process of its own) over ``parent``.
+
+        Args:
+            parent: the pipeline the new stage runs in its process.
 
         >>> ds = Dataset.range(3).prefetch(2, process=True)
         >>> ds.with_parent(Dataset.range(2)).name

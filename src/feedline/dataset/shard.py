@@ -67,6 +67,13 @@ reshard_count = 0
 def shard_dataset(parent: Dataset, rank: int, world_size: int, *, policy: str = "pad") -> Dataset:
     """This rank's part of ``parent``; see the module docstring.
 
+    Args:
+        parent: the dataset split.
+        rank: this rank, an int in ``0 .. world_size - 1`` (else ``ValueError``).
+        world_size: the number of ranks (a positive int).
+        policy: ``"pad"``, ``"drop_remainder"`` or ``"none"`` (else ``ValueError``); a
+            stream accepts only ``"none"`` (``ValueError``).
+
     >>> [shard_dataset(Dataset.range(5), r, 2, policy="drop_remainder").to_list() for r in range(2)]
     [[0, 2], [1, 3]]
     >>> [shard_dataset(Dataset.range(5), r, 2, policy="none").to_list() for r in range(2)]
@@ -105,6 +112,9 @@ def find_rank_split(ds: Dataset) -> RankSplit | None:
     (``as_torch()``, the Lightning DataModule, the Runner's DataProvider) use it to never
     split a pipeline twice.
 
+    Args:
+        ds: the last stage of the pipeline searched.
+
     >>> find_rank_split(Dataset.range(6).shard(1, 2).map(str)).rank_split
     (1, 2)
     >>> find_rank_split(Dataset.range(6).map(str)) is None
@@ -130,6 +140,12 @@ def _count(remaining: int, world: int, rank: int, policy: str) -> int:
 class ShardDataset(RandomAccessDataset):
     """Index-mode shard of a random-access dataset; itself random access
     (``shard[k]`` is global position ``k * world_size + rank``).
+
+    Args:
+        parent: the random-access dataset split.
+        rank: this rank, in ``0 .. world - 1`` (:func:`shard_dataset` checks it).
+        world: the number of ranks.
+        policy: ``"pad"``, ``"drop_remainder"`` or ``"none"`` (see the module docstring).
 
     >>> ds = Dataset.range(5).shard(1, 2)              # rank 1 of 2, padded
     >>> type(ds).__name__, len(ds), ds.to_list()
@@ -210,6 +226,11 @@ class _ShardIterator(DatasetIterator):
 
 class StreamShardDataset(Dataset):
     """Every ``world_size``-th item of a stream, starting at ``rank``.
+
+    Args:
+        parent: the stream split.
+        rank: this rank, in ``0 .. world - 1`` (:func:`shard_dataset` checks it).
+        world: the number of ranks.
 
     >>> ds = Dataset.from_reader(lambda: iter(range(5))).shard(1, 2, policy="none")  # items 1, 3, ...
     >>> type(ds).__name__, ds.to_list()

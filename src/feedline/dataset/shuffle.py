@@ -49,6 +49,11 @@ _BLOCK = 4096
 def resolve_seed(seed: int | None, name: str = "seed") -> int:
     """``seed`` validated, or a fresh random 63-bit seed when ``None``.
 
+    Args:
+        seed: an int (Python or numpy; taken modulo 2**64), or ``None`` for a seed from
+            the OS; another type raises ``TypeError``.
+        name: the option's name in that error.
+
     >>> resolve_seed(7)
     7
     >>> s = resolve_seed(None)                          # a fresh seed from the OS
@@ -65,6 +70,10 @@ def resolve_seed(seed: int | None, name: str = "seed") -> int:
 class CounterRandom:
     """Uniform floats in [0, 1) addressed by a counter: ``u(k)`` for draw ``k``.
 
+    Args:
+        seed: the stream's seed.
+        epoch: the iteration number; each ``(seed, epoch)`` is its own stream.
+
     >>> r = CounterRandom(7, 0)
     >>> a = [r.u(k) for k in range(3)]
     >>> a == [CounterRandom(7, 0).u(k) for k in range(3)]
@@ -79,6 +88,14 @@ class CounterRandom:
         self._block: list[float] = []
 
     def u(self, k: int) -> float:
+        """Draw ``k``: the same float every time for the same seed, epoch and ``k``.
+
+        Args:
+            k: the draw's number (>= 0); draws come in blocks of 4096 generated at once.
+
+        >>> CounterRandom(1, 0).u(5) == CounterRandom(1, 0).u(5)
+        True
+        """
         b, i = divmod(k, _BLOCK)
         if b != self._block_index:
             ss = np.random.SeedSequence([self._key[0], self._key[1], b])
@@ -89,6 +106,12 @@ class CounterRandom:
 
 class ShuffleDataset(Dataset):
     """Buffer shuffle; see the module docstring.
+
+    Args:
+        parent: the dataset read; it must be resumable and deterministic for
+            ``get_state()``.
+        buffer_size: items held in the buffer (:meth:`Dataset.shuffle` checks it).
+        seed: the seed of the sequence of orders (``None``: a fresh one drawn now).
 
     >>> ds = Dataset.range(5).shuffle(3, seed=0)
     >>> out = ds.to_list()

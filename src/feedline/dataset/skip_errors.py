@@ -53,6 +53,18 @@ def tolerant_map(parent: Dataset, fn: Any, build_map: Any, *, on_error: str,
     """``build_map(CatchErrors(fn))`` followed by the skipping stage; with
     ``on_error="raise"`` just ``build_map(fn)``.
 
+    Args:
+        parent: the map's input (the stage is built by ``build_map``).
+        fn: the mapped function.
+        build_map: a function of the (wrapped) mapped function returning the map stage.
+        on_error: ``"raise"``, ``"skip"`` or ``"replace"`` (else ``ValueError``).
+        max_skips: raise :class:`~feedline.exceptions.DataError` once more than this many
+            elements failed (an int >= 0; ``None``: no limit; with ``"raise"``:
+            ``ValueError``).
+        replacement: the element ``"replace"`` yields for a failed one (required by
+            ``"replace"``, refused by the other policies with ``ValueError``).
+        name: the stage's name in logs and statistics.
+
     >>> ds = Dataset.range(3).map(lambda x: 1 // (x - 1), on_error="replace", replacement=None)
     >>> ds.to_list()
     [-1, None, 1]
@@ -77,6 +89,14 @@ def tolerant_map(parent: Dataset, fn: Any, build_map: Any, *, on_error: str,
 class SkipErrorsDataset(Dataset):
     """Drops (or replaces) the :class:`~feedline._internal.on_error.Failure` items of its parent;
     see the module docstring.
+
+    Args:
+        parent: the map stage whose items may be failures.
+        on_error: ``"skip"`` drops a failed element, ``"replace"`` yields ``replacement``.
+        max_skips: raise :class:`~feedline.exceptions.DataError` once more than this many
+            elements failed (``None``: no limit).
+        replacement: the element yielded for a failed one with ``"replace"``.
+        name: the map's name in logs and statistics.
 
     >>> ds = Dataset.range(4).map(lambda x: 10 // (2 - x), on_error="skip")
     >>> type(ds).__name__, ds.to_list()

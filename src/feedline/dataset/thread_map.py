@@ -42,6 +42,19 @@ __all__ = ["ThreadMapDataset"]
 class ThreadMapDataset(ParallelMapDataset):
     """``fn`` over the parent's items in a pool of threads; see the module docstring.
 
+    Args:
+        parent: the dataset read.
+        fn: the mapped function.
+        workers: the number of threads, or ``"auto"``: one more than the machine's cores.
+        ordered: ``True`` yields in input order; ``False`` as results are ready.
+        buffer_size: the most items in flight (``None``: three chunks per thread).
+        name: the stage's name (``None``: ``map(<fn's name>)``).
+        timeout: seconds per item before :class:`~feedline.exceptions.StageTimeoutError`;
+            the stuck call is abandoned, not stopped.
+        seed: seeds :func:`feedline.runtime.seeding.item_rng` for each item from
+            ``(seed, epoch, position)``; the global generators are not seeded (the
+            threads share them).
+
     >>> ds = Dataset.range(4).map(abs, workers=2, backend="thread")
     >>> type(ds).__name__, ds.name, ds.to_list()
     ('ThreadMapDataset', 'map(abs) [2 threads]', [0, 1, 2, 3])
