@@ -254,6 +254,10 @@ class RunnerContext:
     def field_info(cls, name: str) -> dict[str, str]:
         """``{"set_by", "when", "doc", "type"}`` of the declared field ``name``.
 
+        Args:
+            name: a field declared in the class table (an item's own fields are not
+                declared); any other name raises ``KeyError``.
+
         >>> RunnerContext.field_info("batch_id")["set_by"]
         'Counter'
         """
@@ -305,21 +309,65 @@ class RunnerItem:
     context: RunnerContext
 
     def initialize(self, context: RunnerContext, next_callback: Callable[[RunnerContext], None]) -> None:
+        """Called once when the runner is initialized (``with runner:``).
+
+        Args:
+            context: the runner's :class:`RunnerContext` (the same object as
+                ``self.context``).
+            next_callback: the inner items' ``initialize``; call it once, with ``context``.
+        """
         next_callback(context)
 
     def finalize(self, next_callback: Callable[[], None]) -> None:
+        """Called once when the runner is finalized (the ``with`` block exits).
+
+        Args:
+            next_callback: the inner items' ``finalize``; call it once, without arguments.
+        """
         next_callback()
 
     def on_pass_begin(self, next_callback: Callable[[], None]) -> None:
+        """Called at the start of every pass.
+
+        Args:
+            next_callback: the inner items' ``on_pass_begin``; call it once, without
+                arguments.
+        """
         next_callback()
 
     def on_pass_end(self, next_callback: Callable[[], None]) -> None:
+        """Called at the end of every pass.
+
+        Args:
+            next_callback: the inner items' ``on_pass_end``; call it once, without
+                arguments.
+        """
         next_callback()
 
     def on_batch_begin(self, next_callback: Callable[[], bool]) -> bool:
+        """Called before each batch; returns *no more data*.
+
+        Args:
+            next_callback: the inner items' ``on_batch_begin``; returns their *no more
+                data* (``False`` past the innermost item).
+
+        Returns:
+            ``True`` ends the pass before this batch (``on_batch_end`` is not called for
+            it); the default returns what ``next_callback()`` returned.
+        """
         return next_callback()
 
     def on_batch_end(self, next_callback: Callable[[], bool]) -> bool:
+        """Called after each batch; returns *no more data*.
+
+        Args:
+            next_callback: the inner items' ``on_batch_end``; returns their *no more
+                data* (``False`` past the innermost item).
+
+        Returns:
+            ``True`` ends the pass after this batch; the default returns what
+            ``next_callback()`` returned.
+        """
         return next_callback()
 
     def state_dict(self) -> dict[str, Any] | None:
@@ -327,7 +375,11 @@ class RunnerItem:
         return None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
+        """Restore what :meth:`state_dict` returned.
+
+        Args:
+            state: this item's entry of a checkpoint, as :meth:`state_dict` returned it.
+        """
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -344,9 +396,12 @@ def _end() -> bool:
 class Runner:
     """Runs passes over a chain of items; see the module docstring.
 
-    ``items``: initial items (first = outermost); more can be added with
-    :meth:`add_item` until the runner is initialized. ``context``: the context to use
-    (a fresh :class:`RunnerContext` by default).
+    Args:
+        items: initial items (first = outermost); more can be added with
+            :meth:`add_item` until the runner is initialized. One that is not a
+            :class:`RunnerItem` raises ``TypeError``.
+        context: the context to use (a fresh :class:`RunnerContext` by default); its
+            ``runner`` is set to this runner.
 
     Use ``with runner:`` (or :meth:`initialize` / :meth:`finalize`) around
     :meth:`run_one_pass` and :meth:`run`.
@@ -387,7 +442,12 @@ class Runner:
         return self._initialized
 
     def add_item(self, item: RunnerItem) -> Runner:
-        """Append ``item`` as the new innermost item; returns the runner."""
+        """Append ``item`` as the new innermost item; returns the runner.
+
+        Args:
+            item: a :class:`RunnerItem`; anything else raises ``TypeError``, and adding
+                to an initialized runner raises ``RuntimeError``.
+        """
         if self._initialized:
             raise RuntimeError("items cannot be added to a runner that is already initialized")
         if not isinstance(item, RunnerItem):
@@ -396,7 +456,11 @@ class Runner:
         return self
 
     def find(self, kind: type[_ItemT]) -> _ItemT | None:
-        """The first (outermost) item that is an instance of ``kind``, or ``None``."""
+        """The first (outermost) item that is an instance of ``kind``, or ``None``.
+
+        Args:
+            kind: the item class to look for (subclasses match).
+        """
         for item in self._items:
             if isinstance(item, kind):
                 return item
@@ -406,7 +470,13 @@ class Runner:
     def initialize(self, parent: RunnerContext | None = None) -> None:
         """Build the chain and call every item's ``initialize``.
 
-        ``parent``: the context of an enclosing runner, stored as ``context.parent``.
+        Args:
+            parent: the context of an enclosing runner, stored as ``context.parent``
+                (``None``: a top-level runner).
+
+        Raises:
+            RuntimeError: the runner is already initialized, or has no items.
+            ValueError: two items have the same ``state_key``.
         """
         if self._initialized:
             raise RuntimeError("the runner is already initialized")
@@ -474,10 +544,12 @@ class Runner:
         """Run passes until the job has done ``num_passes`` or an item set
         ``context.stop_training``; return the number of passes run now.
 
-        With a ``Counter`` item, ``num_passes`` counts from pass 0 of the job, so a
-        runner restored from a checkpoint taken in pass ``p`` runs passes ``p`` ..
-        ``num_passes - 1`` (finishing pass ``p`` first); without one, it runs
-        ``num_passes`` passes.
+        Args:
+            num_passes: a non-negative int (a negative one raises ``ValueError``, a non-int
+                ``TypeError``). With a ``Counter``
+                item it counts from pass 0 of the job, so a runner restored from a
+                checkpoint taken in pass ``p`` runs passes ``p`` .. ``num_passes - 1``
+                (finishing pass ``p`` first); without one, it runs ``num_passes`` passes.
         """
         non_negative_int("num_passes", num_passes)
         self._check()
@@ -500,8 +572,14 @@ class Runner:
     def load_state_dict(self, state: dict[str, Any], *, strict: bool = True) -> None:
         """Give each item its entry of ``state``.
 
-        Raises :class:`~feedline.exceptions.CheckpointError` naming the items whose
-        entry is missing and (with ``strict``) the entries no item claims.
+        Args:
+            state: ``{state_key: item state}``, as :meth:`state_dict` returned it.
+            strict: also fail on entries no item of this runner claims (``False``
+                ignores them).
+
+        Raises:
+            CheckpointError: ``state`` is not a dict, or names the items whose entry is
+                missing and (with ``strict``) the entries no item claims.
         """
         if not isinstance(state, dict):
             raise CheckpointError(f"runner state must be a dict, got {type(state).__name__}")
