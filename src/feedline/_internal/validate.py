@@ -96,6 +96,17 @@ def check_float(name: str, value: Any, *, low: float = 0.0, high: float | None =
                 low_open: bool = False, high_open: bool = True, text: str | None = None) -> float:
     """``value`` as a float if it lies in the interval, else ``ValueError``/``TypeError``.
 
+    Args:
+        name: the option's name, quoted in backticks in the error message.
+        value: the value to check; an int or float (not a bool), else ``TypeError``.
+            NaN and values outside the interval raise ``ValueError``.
+        low: the interval's lower bound.
+        high: the interval's upper bound; ``None`` leaves it unbounded above.
+        low_open: exclude ``low`` itself (``> low`` instead of ``>= low``).
+        high_open: exclude ``high`` itself (the default); ``False`` accepts ``high``.
+        text: what the message says the value must be; ``None`` words the interval
+            ("a number >= 0", "a number in [0, 1)").
+
     >>> check_float("rate", 0.5)
     0.5
     >>> check_float("rate", -1)

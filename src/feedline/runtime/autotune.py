@@ -94,6 +94,12 @@ def choose_workers(*, item_seconds: float, consumer_seconds: float, max_workers:
     """Smallest ``n`` in ``1..max_workers`` with ``n / item_seconds >= 1.1 / consumer_seconds``
     (``max_workers`` when none is enough or the consumer takes no time).
 
+    Args:
+        item_seconds: the mapped function's time per item inside one worker; ``<= 0``
+            gives 1.
+        consumer_seconds: the consumer's time per item; ``<= 0`` gives ``max_workers``.
+        max_workers: the upper bound (values below 1 count as 1).
+
     >>> choose_workers(item_seconds=0.01, consumer_seconds=0.004, max_workers=8)  # 3 / 0.01 >= 1.1 / 0.004
     3
     >>> choose_workers(item_seconds=1.0, consumer_seconds=0.001, max_workers=4)   # never enough
@@ -113,6 +119,10 @@ def running_mean(old: float | None, new: float) -> float:
     was measured yet): recent chunks weigh 30%, so the tuning follows a drift quickly
     without jumping on one odd chunk.
 
+    Args:
+        old: the measurement so far, or ``None`` when nothing was measured yet.
+        new: the latest measurement.
+
     >>> running_mean(None, 2.0), running_mean(2.0, 12.0)
     (2.0, 5.0)
     """
@@ -129,6 +139,14 @@ def choose_chunk(
 ) -> int:
     """Items per chunk: ``target_seconds / item_seconds``, clamped to ``1..max_items`` and
     to ``bytes_cap / item_bytes``; 1 before anything was measured.
+
+    Args:
+        item_seconds: measured time per item; ``None`` (not measured yet) gives 1, ``<= 0``
+            gives ``max_items`` before the bytes cap.
+        item_bytes: measured result size per item; ``None`` or ``<= 0`` applies no bytes cap.
+        bytes_cap: most result bytes one chunk may carry.
+        max_items: most items per chunk.
+        target_seconds: worker time one chunk should take.
 
     >>> choose_chunk(item_seconds=None, item_bytes=None, bytes_cap=1 << 20)   # nothing measured yet
     1
@@ -153,12 +171,20 @@ def choose_prefetch_depth(
 ) -> int:
     """Buffer depth for a prefetch stage.
 
-    ``produce_seconds``: the producer's time per item (a mean, or measured samples — the
-    slowest is used); ``consume_seconds``: the consumer's mean time per item. The depth is
+    The depth is
     ``ceil(slowest_produce / consume) + 1`` — enough ready items to cover the slowest
     item seen while the consumer keeps taking one per ``consume_seconds`` — at least 2,
     at most ``max_depth`` and at most ``memory_budget // item_bytes``. A producer slower
     on average than the consumer cannot be helped by depth; it gets 2.
+
+    Args:
+        produce_seconds: the producer's time per item (a mean, or measured samples — the
+            slowest is used); no samples gives 2.
+        consume_seconds: the consumer's mean time per item; ``<= 0`` gives 2.
+        item_bytes: size of one item; ``0`` applies no memory cap, else the depth is at
+            most ``memory_budget // item_bytes`` (and at least 1).
+        memory_budget: bytes the buffered items may take (with ``item_bytes``).
+        max_depth: the largest depth returned (before the memory cap).
 
     >>> choose_prefetch_depth(produce_seconds=[0.002, 0.002, 0.002, 0.03], consume_seconds=0.01)
     4
@@ -185,6 +211,12 @@ def choose_prefetch_depth(
 class WorkerCalibration:
     """Collects the measurements of ``num_workers="auto"`` and decides once enough came in.
 
+    Args:
+        items: how many items both the worker and the consumer must have been measured
+            on before :meth:`ready` is true.
+        max_workers: the most workers :meth:`decide` returns; ``None`` (or 0) uses
+            :func:`cpu_budget`.
+
     >>> cal = WorkerCalibration(items=2, max_workers=4)
     >>> cal.add_worker(items=2, seconds=0.020)          # 10 ms per item in the worker
     >>> cal.add_consumer(0.008, items=2)                  # 4 ms per item in the consumer
@@ -201,12 +233,23 @@ class WorkerCalibration:
         self._consumer_seconds = 0.0
 
     def add_worker(self, *, items: int, seconds: float) -> None:
+        """Add worker time: ``seconds`` spent by the function on ``items`` items.
+
+        Args:
+            items: items the worker mapped in that time.
+            seconds: the function's time on those items inside the worker.
+        """
         self._worker_items += items
         self._worker_seconds += seconds
 
     def add_consumer(self, seconds: float, *, items: int = 0) -> None:
-        """Add consumer time; ``items`` counts the items it covered (0: more time for
-        items already counted or about to be)."""
+        """Add consumer time.
+
+        Args:
+            seconds: consumer time to add.
+            items: the items that time covered (0: more time for items already counted
+                or about to be).
+        """
         self._consumer += items
         self._consumer_seconds += seconds
 
