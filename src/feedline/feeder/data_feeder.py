@@ -344,8 +344,14 @@ def _convert_column(name: str, t: InputType, col: list) -> Any:
 class DataFeeder:
     """Convert batches of samples into ``{name: value}`` for the declared inputs.
 
-    ``data_types``: a list of ``(name, type)`` pairs, types from :mod:`feedline.data_type`.
-    ``feeding``: where each input sits in a sample; see the module docstring.
+    Args:
+        data_types: a list of ``(name, type)`` pairs, names str and types from
+            :mod:`feedline.data_type`; anything else raises ``TypeError``, a name declared
+            twice ``ValueError``.
+        feeding: where each input sits in a sample (see :mod:`feedline.feeder`): ``None``
+            (the declaration order), a dict ``{name: column or key}`` or a list of names,
+            one per column (``None`` skips one). A name that is not declared, or a
+            declared input with no column, raises ``ValueError``.
 
     >>> from feedline import data_type as dt
     >>> feeder = DataFeeder([("label", dt.integer_value(3)), ("x", dt.dense_vector(1))],
@@ -432,7 +438,13 @@ class DataFeeder:
         return f"DataFeeder([{inner}], feeding={self.feeding!r})"
 
     def __call__(self, batch: Sequence) -> dict[str, Any]:
-        """Convert ``batch`` (a list of samples) to ``{name: value}``."""
+        """Convert ``batch`` (a list of samples) to ``{name: value}``.
+
+        Args:
+            batch: a list of samples, each a tuple or list of columns (or a dict, keyed as
+                the feeding map says); a bad sample raises
+                :class:`~feedline.exceptions.FeedError` naming the input and the sample.
+        """
         if isinstance(batch, (str, bytes, Mapping)):
             raise TypeError(f"a batch must be a list of samples, got {type(batch).__name__}")
         if not isinstance(batch, Sequence):

@@ -19,18 +19,22 @@ def from_sparse_tensor(
 ) -> SparseValue | SequenceValue:
     """Convert a rank-2 sparse tensor in TensorFlow's layout to a feedline value.
 
-    ``indices`` is ``(nnz, 2)`` (row, column) pairs, ``values`` is ``(nnz,)``, and
-    ``dense_shape`` is ``(rows, columns)`` — what TF's ``VarLenFeature`` parsing (and the
-    Example parser's sparse results) produce for a batch. Entries may come in any order.
+    The three arrays are what TF's ``VarLenFeature`` parsing (and the Example parser's
+    sparse results) produce for a batch. Entries may come in any order. Duplicate
+    entries, entries outside ``dense_shape`` and gaps (``"sequence"``) raise
+    :class:`~feedline.exceptions.FeedError`.
 
-    * ``layout="csr"``: a :class:`SparseValue` of ``shape == dense_shape`` whose
-      ``values`` keep their dtype (feed it as a sparse float vector);
-    * ``layout="sequence"``: a :class:`SequenceValue` with one sequence per row — the
-      values of row ``r`` in column order. The tensor must be *ragged-right* (row ``r``
-      fills columns ``0 .. len_r - 1`` with no gaps), as VarLen features are.
-
-    Duplicate entries, entries outside ``dense_shape`` and gaps (``"sequence"``) raise
-    :class:`~feedline.exceptions.FeedError`; ``name`` names the input in messages.
+    Args:
+        indices: ``(nnz, 2)`` integer (row, column) pairs.
+        values: ``(nnz,)`` values, one per entry of ``indices``.
+        dense_shape: ``(rows, columns)``, two non-negative ints.
+        layout: ``"csr"`` (the default) gives a :class:`SparseValue` of
+            ``shape == dense_shape`` whose ``values`` keep their dtype (feed it as a
+            sparse float vector); ``"sequence"`` gives a :class:`SequenceValue` with one
+            sequence per row, the values of row ``r`` in column order, and needs a
+            *ragged-right* tensor (row ``r`` fills columns ``0 .. len_r - 1`` with no
+            gaps), as VarLen features are. Anything else raises ``ValueError``.
+        name: the input's name, used in error messages (``None``: "sparse tensor").
 
     >>> idx = [[0, 0], [0, 1], [2, 0]]
     >>> seq = from_sparse_tensor(idx, [7, 8, 9], [3, 2], layout="sequence")
@@ -92,15 +96,21 @@ def from_ragged(
 ) -> SequenceValue:
     """Wrap ragged values (TensorFlow's ``RaggedTensor`` layout) as a :class:`SequenceValue`.
 
-    ``values`` holds the tokens of every row one after another (axis 0); ``row_lengths[i]``
-    is the number of tokens of sample ``i``. For two ragged levels pass
-    ``sub_row_lengths``: then ``row_lengths[i]`` counts the sub-sequences of sample ``i``
-    and ``sub_row_lengths[j]`` the tokens of sub-sequence ``j`` (TF's
-    ``nested_row_lengths``, outermost first); sub-sequences must not be empty (see
-    :class:`SequenceValue`). ``row_lengths`` may also be TF's ``nested_row_lengths``
-    itself — a tuple of one or two 1-D arrays, outermost first — as the Example parser's
-    ``RaggedValue.row_lengths`` is. ``values`` is kept as it is (no copy when it is
-    already an array).
+    Lengths that are not 1-D non-negative ints, or do not sum to the number of tokens
+    (sub-sequences), raise :class:`~feedline.exceptions.FeedError`.
+
+    Args:
+        values: the tokens of every row one after another (axis 0); kept as it is (no
+            copy when it is already an array).
+        row_lengths: ``row_lengths[i]`` is the number of tokens of sample ``i`` (with
+            ``sub_row_lengths``: its number of sub-sequences). It may also be TF's
+            ``nested_row_lengths`` itself, a tuple of one or two 1-D arrays, outermost
+            first, as the Example parser's ``RaggedValue.row_lengths`` is.
+        sub_row_lengths: for two ragged levels, ``sub_row_lengths[j]`` is the number of
+            tokens of sub-sequence ``j`` (TF's ``nested_row_lengths``, outermost first);
+            sub-sequences must not be empty (see :class:`SequenceValue`). Giving it with
+            nested ``row_lengths`` raises ``TypeError``.
+        name: the input's name, used in error messages (``None``: "ragged value").
 
     >>> v = from_ragged([1, 2, 3, 4], [3, 0, 1])
     >>> v.sequence_start_positions.tolist()
@@ -165,12 +175,15 @@ def _is_nested_lengths(x: Any) -> bool:
 def from_parsed(value: Any, *, layout: str = "sequence", name: str | None = None) -> Any:
     """Convert one parsed feature of :mod:`feedline.example` to a feeder value.
 
-    * a sparse result (``indices``, ``values``, ``dense_shape``; a ``VarLenFeature`` of a
-      batch, rank 2) -> :func:`from_sparse_tensor` with ``layout`` (``"sequence"``:
-      one sequence per record; ``"csr"``: a :class:`SparseValue`);
-    * a ragged result (``values``, ``row_lengths``; a ``RaggedFeature``) ->
-      :func:`from_ragged`, one or two ragged levels;
-    * a numpy array (a ``FixedLenFeature``) is returned as it is.
+    Args:
+        value: a sparse result (``indices``, ``values``, ``dense_shape``; a
+            ``VarLenFeature`` of a batch, rank 2) goes to :func:`from_sparse_tensor`; a
+            ragged result (``values``, ``row_lengths``; a ``RaggedFeature``) to
+            :func:`from_ragged`, one or two ragged levels; a numpy array (a
+            ``FixedLenFeature``) is returned as it is. Anything else raises ``TypeError``.
+        layout: for a sparse result only: ``"sequence"`` (the default), one sequence per
+            record, or ``"csr"``, a :class:`SparseValue`.
+        name: the input's name, used in error messages.
 
     >>> from types import SimpleNamespace
     >>> varlen = SimpleNamespace(indices=np.array([[0, 0], [0, 1], [1, 0]]),

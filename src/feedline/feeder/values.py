@@ -58,10 +58,16 @@ class SparseValue:
     """A batch of sparse vectors as a CSR matrix of ``shape == (rows, dim)``.
 
     Row ``r`` holds ``values[indptr[r]:indptr[r + 1]]`` at the columns
-    ``indices[indptr[r]:indptr[r + 1]]``. ``indptr`` (``rows + 1``) and ``indices``
-    (``nnz``) are int64; ``values`` is ``None`` for binary vectors (every stored entry is
-    1). Made by the feeder, columns are sorted within a row and unique. ``==`` compares
-    shapes, dtypes and contents.
+    ``indices[indptr[r]:indptr[r + 1]]``. Made by the feeder, columns are sorted within a
+    row and unique. ``==`` compares shapes, dtypes and contents. The constructor does not
+    check its arrays; :meth:`check` does.
+
+    Args:
+        indptr: int64 row offsets, ``rows + 1`` entries.
+        indices: int64 column index of each stored entry, ``nnz`` entries.
+        values: the ``nnz`` stored values, or ``None`` for binary vectors (every stored
+            entry is 1).
+        shape: ``(rows, dim)``.
 
     >>> v = SparseValue(np.array([0, 2, 3]), np.array([1, 4, 0]), None, (2, 5))
     >>> v.to_dense().tolist()
@@ -91,7 +97,12 @@ class SparseValue:
         return self.values is None
 
     def data(self, dtype: Any = np.float32) -> np.ndarray:
-        """``values``, or ones of ``dtype`` for a binary vector."""
+        """``values``, or ones of ``dtype`` for a binary vector.
+
+        Args:
+            dtype: the dtype of the ones made for a binary vector; ``values`` are
+                returned as they are.
+        """
         if self.values is None:
             return np.ones(self.nnz, dtype=dtype)
         return self.values
@@ -138,7 +149,12 @@ class SparseValue:
         return self
 
     def to_dense(self, dtype: Any = None) -> np.ndarray:
-        """The dense ``(rows, dim)`` array (float32 for binary unless ``dtype`` says)."""
+        """The dense ``(rows, dim)`` array.
+
+        Args:
+            dtype: the result's dtype; ``None`` (the default) keeps the dtype of
+                ``values``, float32 for binary vectors.
+        """
         data = self.data(np.float32 if dtype is None else dtype)
         out = np.zeros(self.shape, dtype=data.dtype if dtype is None else dtype)
         rows = np.repeat(np.arange(self.shape[0]), self.row_lengths)
@@ -188,19 +204,20 @@ class SparseValue:
 class SequenceValue:
     """A batch of variable-length sequences in one flat value, without padding.
 
-    * ``values``: the tokens of every sample, one after another: a numpy array with
-      one row per token (``(tokens, *shape)`` for dense, ``(tokens,)`` for ids), or a
-      :class:`SparseValue` with one row per token.
-    * ``sequence_start_positions``: int64, ``num_sequences + 1`` entries
-      ``[0, l0, l0+l1, ...]``; sample ``i`` is tokens
-      ``sequence_start_positions[i]:sequence_start_positions[i + 1]``.
-    * ``sub_sequence_start_positions``: for sub-sequences only (else ``None``): int64,
-      one entry per sub-sequence of the whole batch plus one, also indexing tokens.
-      The sub-sequences of sample ``i`` are those that start in
-      ``[sequence_start_positions[i], sequence_start_positions[i + 1])``. A sequence may
-      be empty (no tokens, or no sub-sequences), but a sub-sequence may not: an empty one
-      would have no position of its own in this format (Paddle's), so the feeder and
-      :func:`from_ragged` reject it.
+    Args:
+        values: the tokens of every sample, one after another: a numpy array with one
+            row per token (``(tokens, *shape)`` for dense, ``(tokens,)`` for ids), or a
+            :class:`SparseValue` with one row per token.
+        sequence_start_positions: int64, ``num_sequences + 1`` entries
+            ``[0, l0, l0+l1, ...]``; sample ``i`` is tokens
+            ``sequence_start_positions[i]:sequence_start_positions[i + 1]``.
+        sub_sequence_start_positions: for sub-sequences only (else ``None``): int64, one
+            entry per sub-sequence of the whole batch plus one, also indexing tokens.
+            The sub-sequences of sample ``i`` are those that start in
+            ``[sequence_start_positions[i], sequence_start_positions[i + 1])``. A
+            sequence may be empty (no tokens, or no sub-sequences), but a sub-sequence
+            may not: an empty one would have no position of its own in this format
+            (Paddle's), so the feeder and :func:`from_ragged` reject it.
 
     >>> v = SequenceValue(np.array([1, 2, 3, 4, 5]), np.array([0, 3, 5]), np.array([0, 1, 3, 5]))
     >>> v.lengths.tolist(), v.sub_sequence_lengths.tolist(), v.num_sub_sequences.tolist()
