@@ -65,8 +65,11 @@ class _Parser(argparse.ArgumentParser):
 
 def check_input_files(paths: Iterable[str]) -> None:
     """Raise :class:`UsageError` unless every local path in ``paths`` is an existing
-    file (not a directory). URLs (``scheme://...``) and glob patterns are left to the
-    readers.
+    file (not a directory).
+
+    Args:
+        paths: the paths given on the command line; URLs (``scheme://...``) and glob
+            patterns are left to the readers.
 
     >>> check_input_files(["no/such/file"])
     Traceback (most recent call last):
@@ -102,6 +105,10 @@ def format_named(path: str | os.PathLike) -> str | None:
     ``x.tfrecords.gz``; ``"recordio"`` for ``x.rec``; ``"tar"`` for ``x.tar``), or
     ``None`` when the name promises nothing.
 
+    Args:
+        path: the file's path; only its name is read (case-insensitive, after a
+            ``.gz``/``.gzip``/``.zlib``/``.zz`` suffix).
+
     >>> format_named("train-00000-of-00008.tfrecord.gz"), format_named("a.rec"), format_named("a.bin")
     ('tfrecord', 'recordio', None)
     """
@@ -123,6 +130,14 @@ def check_format(path: str | os.PathLike, fmt: str, *, command: str,
     * a format other than the one the file's name promises (:func:`format_named`): a text
       file named ``x.tfrecord`` is not read as text (an empty file fits every name);
     * a format outside ``accepted`` (``None``: every known format).
+
+    Args:
+        path: the file; its name is checked with :func:`format_named` and quoted in
+            the message.
+        fmt: the format detected in its content (``"empty"`` passes every check).
+        command: the subcommand's name, as the message quotes it
+            (``feedline COMMAND``).
+        accepted: the formats the command can use, or ``None`` for every known format.
 
     >>> check_format("a.tfrecord", "tfrecord", command="inspect")
     >>> check_format("notes.tfrecord", "text", command="inspect")
@@ -165,6 +180,10 @@ def _chain(exc: BaseException) -> Iterable[BaseException]:
 def exit_status(exc: BaseException) -> int:
     """The exit status :func:`main` gives for ``exc`` (see the module docstring).
 
+    Args:
+        exc: the exception a subcommand raised; its ``__cause__``/``__context__`` chain
+            is searched for a data error.
+
     >>> from feedline.exceptions import CorruptRecordError
     >>> exit_status(CorruptRecordError("bad CRC")), exit_status(FileNotFoundError("x"))
     (1, 2)
@@ -183,6 +202,9 @@ def exit_status(exc: BaseException) -> int:
 
 def error_message(exc: BaseException) -> str:
     """The one-line message :func:`main` prints for ``exc`` (after ``COMMAND: error:``).
+
+    Args:
+        exc: the exception; only the first non-blank line of its message is kept.
 
     >>> error_message(FileNotFoundError(2, "No such file or directory", "a.rec"))
     'a.rec: No such file or directory'
@@ -252,6 +274,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     subcommand has returned or been interrupted: a Ctrl-C that arrives while the
     interpreter exits (workers being joined, files closed) would otherwise print a
     traceback from a finaliser. A call with an explicit ``argv`` leaves the signal alone.
+
+    Args:
+        argv: the arguments after the program name; ``None`` reads ``sys.argv[1:]`` and
+            runs as the command.
 
     >>> import contextlib, io, os, tempfile
     >>> from feedline import tfrecord

@@ -53,6 +53,9 @@ def _positive(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``feedline bench``'s arguments to ``parser``.
 
+    Args:
+        parser: the subcommand's parser, changed in place.
+
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="feedline bench")
     >>> add_arguments(parser)
@@ -81,6 +84,17 @@ def bench_files(paths: Sequence[str], *, batch_size: int = 64, shuffle: int | No
                 limit: int | None = None) -> dict[str, Any]:
     """Read ``paths`` through the pipeline described in the module docstring and return
     ``{"records", "bytes", "seconds", "records_per_s", "mb_per_s", "stats"}``.
+
+    Args:
+        paths: the record files or globs (read with
+            :func:`~feedline.io.records.read_records`, the format detected).
+        batch_size: records per batch (a positive int, else ``ValueError``/``TypeError``).
+        shuffle: the buffer size of a shuffle stage; ``None`` or 0: no shuffle.
+        cycle_length: files read at once, round robin.
+        parallel_reads: records each open file is read ahead in a thread (``None``: no
+            read-ahead thread).
+        epochs: passes over the files (a positive int).
+        limit: stop after this many records (a positive int; ``None``: no limit).
 
     >>> import os, tempfile
     >>> from feedline import tfrecord
@@ -141,6 +155,9 @@ def _check_formats(paths: Sequence[str]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``feedline bench``; the exit status is 0 (errors: see :func:`feedline.cli.main`).
+
+    Args:
+        args: the options parsed by a parser that :func:`add_arguments` set up.
 
     >>> import argparse, contextlib, io, json, os, tempfile
     >>> from feedline import tfrecord

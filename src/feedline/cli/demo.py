@@ -50,6 +50,9 @@ _QUICK_PASSES = 4
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the demo's options to ``parser``.
 
+    Args:
+        parser: the subcommand's parser, changed in place.
+
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="feedline demo"); add_arguments(parser)
     >>> args = parser.parse_args(["--passes", "3", "--resume", "--out", "runs/a"])
@@ -87,6 +90,9 @@ def _positive(name: str, value: int) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the demo; return 0 (the exit status). Options are checked before anything
     is written (see :func:`feedline.cli.main` for how errors become exit statuses).
+
+    Args:
+        args: the options parsed by a parser that :func:`add_arguments` set up.
 
     >>> import argparse
     >>> parser = argparse.ArgumentParser(); add_arguments(parser)

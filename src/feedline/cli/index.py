@@ -50,6 +50,9 @@ HELP = "build the sidecar index of TFRecord (.index) and RecordIO (.idx) files"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``feedline index``'s arguments to ``parser``.
 
+    Args:
+        parser: the subcommand's parser, changed in place.
+
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="feedline index")
     >>> add_arguments(parser)
@@ -126,6 +129,14 @@ def index_file(
     of the wrong type, or an existing ``.idx`` with other keys kept because ``force``
     is false).
 
+    Args:
+        path: the TFRecord or RecordIO file (its format is detected from its content).
+        output_dir: write the index into this directory instead of beside the file.
+        skip_damaged: leave damaged records out of the index instead of failing with
+            status 1 at the first.
+        force: replace an existing RecordIO ``.idx`` even when its keys are not 0, 1,
+            2, ... in offset order.
+
     >>> import os, tempfile
     >>> from feedline import recordio
     >>> d = tempfile.mkdtemp(); path = os.path.join(d, "a.rec")
@@ -186,6 +197,9 @@ def index_file(
 def run(args: argparse.Namespace) -> int:
     """Index ``args.files``; the exit status is the largest of the files' statuses
     (see :func:`index_file`).
+
+    Args:
+        args: the options parsed by a parser that :func:`add_arguments` set up.
 
     >>> import argparse, contextlib, io, json, os, tempfile
     >>> from feedline import tfrecord

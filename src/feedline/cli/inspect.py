@@ -62,6 +62,9 @@ _REPR_SHOWN = 42  # characters of a bytes value's repr in the text output
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``feedline inspect``'s arguments to ``parser``.
 
+    Args:
+        parser: the subcommand's parser, changed in place.
+
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="feedline inspect")
     >>> add_arguments(parser)
@@ -320,6 +323,11 @@ def inspect_file(path: str | os.PathLike, *, limit: int = 3) -> dict[str, Any]:
     ``status`` (0; 1 for damage; 2 for a file of the wrong type, see
     :func:`feedline.cli.check_format`: then nothing is read).
 
+    Args:
+        path: the file (its format is detected from its content).
+        limit: how many of the first records to decode into ``records`` (every record
+            is still counted).
+
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
     >>> with open(path, "w") as f: f.writelines(w + chr(10) for w in ("alpha", "be"))
@@ -468,6 +476,9 @@ def run(args: argparse.Namespace) -> int:
     """Inspect ``args.files``; the exit status is the largest of the files' ``status``
     (1: damaged or unreadable, 2: the wrong type of file), 2 when one is missing or a
     directory (then nothing is inspected).
+
+    Args:
+        args: the options parsed by a parser that :func:`add_arguments` set up.
 
     >>> import argparse, contextlib, io, json, os, tempfile
     >>> from feedline import tfrecord

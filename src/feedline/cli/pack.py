@@ -42,6 +42,9 @@ def _ratio(text: str) -> float:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``feedline pack``'s arguments to ``parser``.
 
+    Args:
+        parser: the subcommand's parser, changed in place.
+
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="feedline pack")
     >>> add_arguments(parser)
@@ -139,6 +142,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``feedline pack``; return the exit status. Errors reach the boundary of
     :func:`feedline.cli.main`: 2 for bad arguments or input, 1 for a damaged image.
+
+    Args:
+        args: the options parsed by a parser that :func:`add_arguments` set up.
 
     >>> import argparse, contextlib, io, os, tempfile
     >>> from PIL import Image
