@@ -47,9 +47,12 @@ _IR = struct.Struct("<IfQQ")
 def pack(header: IRHeader | tuple, payload: bytes) -> bytes:
     """Prefix ``payload`` with the packed ``header``, as ``mxnet.recordio.pack``.
 
-    A numeric ``label`` is stored in the header with ``flag=0`` (whatever ``flag`` says);
-    any other label is stored as float32 values after the header, the header carrying
-    ``flag=label.size`` and ``label=0``.
+    Args:
+        header: an :class:`IRHeader` or a ``(flag, label, id, id2)`` tuple. A numeric
+            ``label`` is stored in the header with ``flag=0`` (whatever ``flag`` says); any
+            other label is stored as float32 values after the header, the header carrying
+            ``flag=label.size`` and ``label=0``.
+        payload: the bytes after the header (usually an encoded image), bytes-like.
 
     >>> pack(IRHeader(0, 3.0, 7, 0), b"img").hex()
     '000000000000404007000000000000000000000000000000696d67'
@@ -72,6 +75,10 @@ def unpack(record: bytes) -> tuple[IRHeader, bytes]:
     """Split an image record into its :class:`IRHeader` and payload (``mxnet.recordio.unpack``).
 
     With ``flag > 0`` the header's ``label`` is a float32 array of ``flag`` values.
+
+    Args:
+        record: one image record, bytes-like; one shorter than its header (and labels)
+            raises :class:`~feedline.exceptions.DecodeError`.
 
     >>> h, body = unpack(pack(IRHeader(0, [4.0, 2.0], 100, 0), b"jpeg"))
     >>> h.flag, h.label.tolist(), h.id, body
@@ -106,13 +113,24 @@ def pack_img(
     img_fmt: str = ".jpg",
     color_order: str = "rgb",
 ) -> bytes:
-    """Encode ``img`` (``HxW``, ``HxWx1`` or ``HxWx3`` uint8) and :func:`pack` it.
+    """Encode ``img`` and :func:`pack` it.
 
-    ``color_order="rgb"`` (default) means ``img`` is RGB; ``"bgr"`` means it is BGR as
-    OpenCV arrays are — what ``mxnet.recordio.pack_img`` expects. JPEG (``quality``
-    1-100, 4:2:0 subsampling as OpenCV uses) is encoded with simplejpeg; PNG with
-    Pillow, ``quality`` being the zlib level (values above 9 count as 9, as in OpenCV).
-    The encoded bytes are valid images but not byte-identical to OpenCV's.
+    JPEG (4:2:0 subsampling as OpenCV uses) is encoded with simplejpeg, PNG with Pillow
+    (both from ``pip install 'feedline[image]'``). The encoded bytes are valid images but
+    not byte-identical to OpenCV's.
+
+    Args:
+        header: an :class:`IRHeader` or a ``(flag, label, id, id2)`` tuple, as
+            :func:`pack` takes it.
+        img: a uint8 array of shape ``HxW``, ``HxWx1`` or ``HxWx3`` (another dtype raises
+            ``TypeError``, another shape ``ValueError``).
+        quality: an int in ``[0, 100]`` (else ``ValueError``), default 95. For JPEG the
+            quality (0 counts as 1); for PNG the zlib level (values above 9 count as 9,
+            as in OpenCV).
+        img_fmt: ``".jpg"`` (the default), ``".jpeg"`` or ``".png"``, any case; anything
+            else raises ``ValueError``.
+        color_order: ``"rgb"`` (the default) means ``img`` is RGB; ``"bgr"`` means it is
+            BGR as OpenCV arrays are, what ``mxnet.recordio.pack_img`` expects.
 
     >>> import numpy as np
     >>> img = np.zeros((4, 6, 3), np.uint8); img[..., 0] = 255
@@ -156,12 +174,17 @@ def pack_img(
 def unpack_img(record: bytes, *, color_order: str = "rgb") -> tuple[IRHeader, np.ndarray]:
     """:func:`unpack` a record and decode its image to an ``HxWx3`` uint8 array.
 
-    RGB by default. MXNet's ``unpack_img`` decodes with OpenCV, which yields **BGR**;
-    pass ``color_order="bgr"`` for arrays identical to MXNet's. Grayscale images are
-    expanded to three channels and alpha is dropped (OpenCV's ``IMREAD_COLOR``, what
-    ``ImageRecordIter`` uses). Decoding is :func:`feedline.image.decode` (JPEG through
-    libjpeg-turbo with OpenCV's accurate DCT and upsampling, other formats through
-    Pillow); an undecodable payload raises :class:`~feedline.exceptions.DecodeError`.
+    Grayscale images are expanded to three channels and alpha is dropped (OpenCV's
+    ``IMREAD_COLOR``, what ``ImageRecordIter`` uses). Decoding is
+    :func:`feedline.image.decode` (JPEG through libjpeg-turbo with OpenCV's accurate DCT
+    and upsampling, other formats through Pillow).
+
+    Args:
+        record: one image record; an undecodable payload raises
+            :class:`~feedline.exceptions.DecodeError`.
+        color_order: ``"rgb"`` (the default) or ``"bgr"``. MXNet's ``unpack_img`` decodes
+            with OpenCV, which yields **BGR**; pass ``"bgr"`` for arrays identical to
+            MXNet's.
 
     >>> import numpy as np
     >>> img = np.zeros((2, 3, 3), np.uint8); img[..., 2] = 200      # blue in RGB

@@ -82,11 +82,15 @@ def read_index(idx_path: str | os.PathLike, *, key_type: type = int,
                storage_options: dict | None = None) -> list[tuple[Any, int]]:
     """Parse an ``.idx`` file into ``[(key, offset), ...]`` in file order.
 
-    ``idx_path`` may be a URL read with ``storage_options`` (through the node-local cache
-    when they have a ``"cache_dir"``).
-
     Each line is ``key<TAB>offset``; blank lines are ignored; anything else raises
     :class:`CorruptRecordError` naming the line.
+
+    Args:
+        idx_path: a local path or a URL.
+        key_type: called on each key's text to make the key (default ``int``); a key it
+            rejects (``ValueError``/``TypeError``) raises :class:`CorruptRecordError`.
+        storage_options: passed to fsspec for a URL; with a ``"cache_dir"`` the file is
+            read through the node-local cache.
 
     >>> import os, tempfile
     >>> p = os.path.join(tempfile.mkdtemp(), "a.idx")
@@ -130,17 +134,23 @@ def read_index(idx_path: str | os.PathLike, *, key_type: type = int,
 
 class IndexedRecordIO(Closeable):
     """A RecordIO file with its ``.idx`` file, as ``MXIndexedRecordIO(idx_path, rec_path,
-    mode)``: ``mode="w"`` writes both (``write_idx(key, payload)`` appends the record and
-    a ``key<TAB>offset`` line, byte-identical to MXNet); ``mode="r"`` reads by key
-    (``read_idx``) or by position (``ir[i]``, ``len(ir)``) with two positional reads per
-    record, safe from several threads, and picklable (file handles reopen lazily).
-
-    Both files must be local (paths or ``file://`` URLs): positional reads need a file
-    descriptor, and a remote URL raises ``ValueError``. Read remote RecordIO files
-    sequentially with :func:`read` (``storage_options=...``).
+    mode)``.
 
     ``keys`` lists keys in file order; with duplicate keys ``read_idx`` returns the
     last record written under the key (as MXNet does) and ``ir[i]`` the i-th line's.
+
+    Args:
+        idx_path: the ``.idx`` file, local (a path or a ``file://`` URL): positional
+            reads need a file descriptor, and a remote URL raises ``ValueError``. Read
+            remote RecordIO files sequentially with :func:`read` (``storage_options=...``).
+        rec_path: the ``.rec`` file, local as well.
+        mode: ``"r"`` (the default) reads by key (``read_idx``) or by position (``ir[i]``,
+            ``len(ir)``) with two positional reads per record, safe from several threads,
+            and picklable (file handles reopen lazily); ``"w"`` creates both files
+            (``write_idx(key, payload)`` appends the record and a ``key<TAB>offset`` line,
+            byte-identical to MXNet). Anything else raises ``ValueError``.
+        key_type: the type of the keys (default ``int``): called on each key read from the
+            index, and on each key given to ``write_idx``.
 
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
@@ -186,7 +196,16 @@ class IndexedRecordIO(Closeable):
 
     # -- writing
     def write_idx(self, key: Any, payload: bytes | bytearray | memoryview) -> None:
-        """Append ``payload`` as a record and ``key<TAB>offset`` to the index."""
+        """Append ``payload`` as a record and ``key<TAB>offset`` to the index.
+
+        Args:
+            key: the record's key, converted by ``key_type``; one whose text holds a tab
+                or a newline raises ``ValueError``.
+            payload: the record's bytes, bytes-like.
+
+        Raises:
+            ValueError: the file is open in mode ``"r"``.
+        """
         if self._writer is None:
             raise ValueError(f"{self.rec_path}: write_idx needs mode 'w', this is mode {self.mode!r}")
         key = self.key_type(key)
@@ -207,7 +226,12 @@ class IndexedRecordIO(Closeable):
 
     # -- reading
     def offset(self, key: Any) -> int:
-        """Byte offset of the record stored under ``key``."""
+        """Byte offset of the record stored under ``key``.
+
+        Args:
+            key: a key of the index (the last record written under it counts); an unknown
+                key raises ``KeyError``.
+        """
         try:
             return self._offsets[self._index[key]]
         except KeyError:
@@ -225,7 +249,12 @@ class IndexedRecordIO(Closeable):
         return _read_record_at(fd, self._offsets[position], self._size, self.rec_path, position)
 
     def read_idx(self, key: Any) -> bytes:
-        """The payload stored under ``key`` (``KeyError`` if there is none)."""
+        """The payload stored under ``key``.
+
+        Args:
+            key: a key of the index (the last record written under it counts); an unknown
+                key raises ``KeyError``.
+        """
         try:
             position = self._index[key]
         except KeyError:
@@ -271,6 +300,9 @@ class IndexedRecordIO(Closeable):
 def default_idx_path(rec_path: str | os.PathLike) -> str:
     """``x.rec`` -> ``x.idx`` (as im2rec names them); other names get ``.idx`` appended.
 
+    Args:
+        rec_path: the RecordIO file's path.
+
     >>> default_idx_path("data/train.rec"), default_idx_path("data/train.bin")
     ('data/train.idx', 'data/train.bin.idx')
     """
@@ -286,9 +318,16 @@ def build_index(
     on_error: str = "raise",
 ) -> int:
     """Scan ``rec_path`` and write its ``.idx`` (keys 0, 1, 2, ... in file order);
-    return the number of records. ``idx_path`` defaults to the ``.rec`` name with
-    ``.idx``. The index is written to a temporary file and renamed, so a failed scan
-    leaves no index behind.
+    return the number of records. The index is written to a temporary file and renamed,
+    so a failed scan leaves no index behind.
+
+    Args:
+        rec_path: a local RecordIO file.
+        idx_path: where to write the index; ``None`` (the default) means
+            :func:`default_idx_path` of ``rec_path``.
+        on_error: ``"raise"`` (the default), ``"skip"`` or ``"warn"``: what a damaged
+            record does (skipped ones are left out of the index); anything else raises
+            ``ValueError``.
 
     >>> import os, tempfile
     >>> rec = os.path.join(tempfile.mkdtemp(), "b.rec")

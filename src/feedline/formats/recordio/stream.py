@@ -35,6 +35,11 @@ _LARGE = 1 << 16  # payloads this long that straddle the buffer are read directl
 def encode(payload: bytes | bytearray | memoryview) -> bytes:
     """Return the RecordIO bytes MXNet writes for one ``payload`` (all parts, padded).
 
+    Args:
+        payload: the record, bytes-like, at most 2**29 - 1 bytes (else ``ValueError``). A
+            payload holding the magic word at a 4-aligned position is split into parts
+            there, as MXNet does.
+
     >>> encode(b"abc").hex()
     '0a23d7ce0300000061626300'
     >>> encode(MAGIC.to_bytes(4, "little")).hex()  # start part (cflag 1), empty end part
@@ -67,8 +72,10 @@ def encode(payload: bytes | bytearray | memoryview) -> bytes:
 class RecordIOWriter:
     """Write payloads to a new RecordIO file (truncating it), as ``MXRecordIO(path, "w")``.
 
-    ``write`` returns the byte offset at which the record starts (what ``tell()`` said
-    before the call); use it as a context manager or call ``close()``.
+    Use it as a context manager or call ``close()``.
+
+    Args:
+        path: the local file to create (an existing one is truncated).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "w.rec")
@@ -83,7 +90,13 @@ class RecordIOWriter:
         self._pos = 0
 
     def write(self, payload: bytes | bytearray | memoryview) -> int:
-        """Append one record; return the offset of its first byte."""
+        """Append one record; return the offset of its first byte (what ``tell()`` said
+        before the call).
+
+        Args:
+            payload: the record, bytes-like, at most 2**29 - 1 bytes (else ``ValueError``;
+                a closed writer raises ``ValueError`` too).
+        """
         if self._f is None:
             raise ValueError(f"{self.path}: write to a closed RecordIOWriter")
         framed = encode(payload)
@@ -408,14 +421,17 @@ class RecordIOReader(DatasetIterator[bytes]):
     ``None`` at the end, like ``MXRecordIO.read``. ``tell()``/``seek(offset)`` work with
     byte offsets of record starts (as ``.idx`` files store them). ``get_state()`` is
     ``{"type": "recordio", "offset": o, "index": i, "skipped": s}``: the offset and
-    index of the next record and how many damaged stretches were skipped so far.
-
-    ``on_error``: ``"raise"`` (default) raises :class:`CorruptRecordError`; ``"skip"``
-    and ``"warn"`` resynchronise on the next magic word and go on.
-
-    ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``);
-    ``storage_options`` are passed to fsspec (construction arguments, not state). The
+    index of the next record and how many damaged stretches were skipped so far. The
     file is opened (and measured) on the first read, not by the constructor.
+
+    Args:
+        path: a local path or an fsspec URL (``s3://``, ``gs://``, ``memory://``,
+            ``file://``).
+        on_error: ``"raise"`` (the default) raises :class:`CorruptRecordError`; ``"skip"``
+            and ``"warn"`` resynchronise on the next magic word and go on. Anything else
+            raises ``ValueError``.
+        offset: the byte offset to start at, as :meth:`seek` takes it (default 0).
+        storage_options: passed to fsspec for a URL (construction arguments, not state).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "r.rec")
@@ -456,8 +472,15 @@ class RecordIOReader(DatasetIterator[bytes]):
         return self._scan.skipped_bytes
 
     def seek(self, offset: int, *, index: int | None = None) -> None:
-        """Continue reading at byte ``offset`` (a record start, a multiple of 4).
-        ``index`` is the record number reported in errors (0 when seeking to 0)."""
+        """Continue reading at byte ``offset``.
+
+        Args:
+            offset: a record start: a non-negative int, a multiple of 4 (else
+                ``ValueError``; a closed reader raises ``ValueError`` too).
+            index: the record number of the record at ``offset``, reported in errors and
+                the state; ``None`` (the default) means 0 when seeking to 0 and keeps the
+                current count otherwise.
+        """
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"`offset` must be a non-negative int, got {offset!r}")
         if offset % 4:
@@ -513,6 +536,13 @@ class RecordIOReader(DatasetIterator[bytes]):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Resume at a position :meth:`get_state` returned.
+
+        Args:
+            state: a ``{"type": "recordio", ...}`` dict from :meth:`get_state`; another
+                type or a missing or negative field raises
+                :class:`~feedline.exceptions.StateError`.
+        """
         check_state(state, "recordio", ("offset", "index"))
         offset = state_int(state, "offset", "recordio")
         index = state_int(state, "index", "recordio")
@@ -533,11 +563,20 @@ def read(
     path: str | os.PathLike, *, on_error: str = "raise", storage_options: dict | None = None,
     cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
 ) -> RecordIOReader:
-    """Iterate over the payloads of the RecordIO file at ``path`` (a local path or an
-    fsspec URL read with ``storage_options``; with ``cache_dir``, and ``cache_limit``
-    bytes, from its copy in the node-local :class:`~feedline.storage.cache.ShardCache`).
+    """Iterate over the payloads of the RecordIO file at ``path``.
 
     Returns a :class:`RecordIOReader` (a ``DatasetIterator`` with byte-offset state).
+
+    Args:
+        path: a local path or an fsspec URL.
+        on_error: ``"raise"`` (the default), ``"skip"`` or ``"warn"``, as in
+            :class:`RecordIOReader`.
+        storage_options: passed to fsspec for a URL.
+        cache_dir: a directory for the node-local
+            :class:`~feedline.storage.cache.ShardCache`: a remote file is read from its copy
+            there; ``None`` (the default) reads it directly.
+        cache_limit: the cache's size limit in bytes, a positive int; ``None`` (the
+            default) sets no limit. Given without ``cache_dir`` it raises ``ValueError``.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "x.rec")

@@ -708,7 +708,8 @@ def read(
         cache_dir: a directory for the node-local
             :class:`~feedline.storage.cache.ShardCache`: a remote file and its index are
             read from their copies there; ``None`` (the default) reads them directly.
-        cache_limit: the cache's size limit in bytes; ``None`` leaves the cache's default.
+        cache_limit: the cache's size limit in bytes, a positive int; ``None`` (the
+            default) sets no limit. Given without ``cache_dir`` it raises ``ValueError``.
 
     >>> import os, tempfile
     >>> from feedline.tfrecord import write
