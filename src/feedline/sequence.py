@@ -48,6 +48,11 @@ __all__ = ["SequenceToBatch", "PackedBatch", "sequence_to_batch", "batch_to_sequ
 def take_rows(values: Any, index: np.ndarray) -> Any:
     """``values[index]`` along the token axis, for numpy arrays and :class:`SparseValue`.
 
+    Args:
+        values: one row per token: a numpy array or a :class:`SparseValue` (whose rows
+            are gathered into a new CSR value).
+        index: int array of the rows to take, in the result's order.
+
     >>> v = SparseValue(np.array([0, 1, 3]), np.array([2, 0, 1]), None, (2, 3))
     >>> take_rows(v, np.array([1, 0])).to_dense().tolist()
     [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
@@ -90,8 +95,14 @@ class SequenceToBatch:
     * ``index``: ``index[r]`` is the token (row of the flat sequence buffer) that
       time-major row ``r`` takes (Paddle's ``seq2BatchIdx``).
 
-    ``sorted_indices`` may be given to fix the order of equal-length sequences; it must
-    be a permutation that sorts the lengths in non-increasing order.
+    Args:
+        sequence_start_positions: ``[0, l0, l0+l1, ...]``, a 1-D int array that starts at
+            0 and never decreases, else ``ValueError``.
+        reverse: read each sequence from its last token backwards (step ``t`` holds
+            token ``length - 1 - t``); ``False`` (the default) reads forwards.
+        sorted_indices: fixes the order of equal-length sequences: a permutation of the
+            sequences that sorts the lengths in non-increasing order, else
+            ``ValueError``. ``None`` (the default) sorts stably, ties in batch order.
 
     >>> plan = SequenceToBatch([0, 2, 3])
     >>> plan.index.tolist(), plan.batch_sizes.tolist()
@@ -160,12 +171,22 @@ class SequenceToBatch:
         return len(self.index)
 
     def to_batch(self, values: Any) -> Any:
-        """Rows of ``values`` (one per token, sequence order) in time-major order."""
+        """Rows of ``values`` (one per token, sequence order) in time-major order.
+
+        Args:
+            values: a numpy array or :class:`SparseValue` with one row per token, in
+                sequence order; another row count raises ``ValueError``.
+        """
         self._check_rows(values)
         return take_rows(values, self.index)
 
     def to_sequence(self, batch_values: Any) -> Any:
-        """The inverse of :meth:`to_batch`: time-major rows back in sequence order."""
+        """The inverse of :meth:`to_batch`: time-major rows back in sequence order.
+
+        Args:
+            batch_values: a numpy array or :class:`SparseValue` with one row per token, in
+                time-major order; another row count raises ``ValueError``.
+        """
         self._check_rows(batch_values)
         return _put_rows(batch_values, self.index, self.num_tokens)
 
@@ -185,11 +206,16 @@ class SequenceToBatch:
 class PackedBatch:
     """A sequence batch in time-major order, the numpy twin of torch's ``PackedSequence``.
 
-    ``data`` holds the rows (ndarray or :class:`SparseValue`); ``batch_sizes``,
-    ``sorted_indices`` and ``unsorted_indices`` are as in :class:`SequenceToBatch`, and
-    ``plan`` is the :class:`SequenceToBatch` that made it; ``source_starts`` keeps the
-    start positions of the :class:`SequenceValue` it came from (``sequence`` and
-    ``sub_sequence`` ones) so that :func:`batch_to_sequence` restores both levels.
+    ``batch_sizes``, ``sorted_indices`` and ``unsorted_indices`` are as in
+    :class:`SequenceToBatch`. Made by :func:`sequence_to_batch`.
+
+    Args:
+        data: the time-major rows (ndarray or :class:`SparseValue`).
+        plan: the :class:`SequenceToBatch` that made it.
+        source_starts: the start positions of the :class:`SequenceValue` it came from
+            (``sequence`` and ``sub_sequence`` ones), so that :func:`batch_to_sequence`
+            restores both levels; ``()`` (the default) restores the plan's own
+            sequence start positions only.
 
     >>> v = SequenceValue(np.array([1, 2, 3, 4, 5]), np.array([0, 2, 5]))
     >>> packed = sequence_to_batch(v)
@@ -225,8 +251,16 @@ def sequence_to_batch(
 ) -> PackedBatch:
     """Reorder ``value`` time-major; see the module docstring.
 
-    ``level="sub_sequence"`` treats every sub-sequence of a sub-sequence batch as one
-    sequence (the inner level of a nested RNN).
+    Args:
+        value: the sequence batch, a :class:`SequenceValue` (else ``TypeError``).
+        reverse: read each sequence from its last token backwards; see
+            :class:`SequenceToBatch`.
+        level: ``"sequence"`` (the default) reorders the samples' sequences;
+            ``"sub_sequence"`` treats every sub-sequence of a sub-sequence batch as one
+            sequence (the inner level of a nested RNN) and raises ``ValueError`` for a
+            batch without sub-sequences.
+        sorted_indices: the order of the sequences, longest first; see
+            :class:`SequenceToBatch`. ``None`` sorts stably.
 
     >>> v = SequenceValue(np.array([1, 2, 3]), np.array([0, 3]), np.array([0, 1, 3]))
     >>> sequence_to_batch(v, level="sub_sequence").data.tolist()
@@ -249,8 +283,12 @@ def sequence_to_batch(
 def batch_to_sequence(packed: PackedBatch, data: Any = None) -> SequenceValue:
     """The inverse of :func:`sequence_to_batch`: a :class:`SequenceValue` in batch order.
 
-    ``data`` replaces ``packed.data`` (e.g. an RNN's time-major output with the same
-    rows); the start positions are the ones the batch was made from.
+    The start positions are the ones the batch was made from.
+
+    Args:
+        packed: what :func:`sequence_to_batch` returned (else ``TypeError``).
+        data: replaces ``packed.data`` (e.g. an RNN's time-major output with the same
+            rows); ``None`` (the default) uses ``packed.data``.
 
     >>> v = SequenceValue(np.array([1, 2, 3]), np.array([0, 1, 3]))
     >>> out = batch_to_sequence(sequence_to_batch(v), np.array([10, 30, 20]))
