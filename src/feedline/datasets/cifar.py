@@ -79,6 +79,9 @@ def cifar_pixels(row: np.ndarray) -> np.ndarray:
     """``uint8`` pixels divided by 255 (in ``float64``, then made ``float32``, as
     PaddlePaddle's reader computes them).
 
+    Args:
+        row: one image's ``uint8`` pixels.
+
     >>> cifar_pixels(np.array([0, 51, 255], np.uint8)).tolist()
     [0.0, 0.20000000298023224, 1.0]
     """
@@ -133,6 +136,12 @@ def train10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
     """CIFAR-10's 50,000 training images (members ``data_batch_*``) from the tarball at
     ``path``; see the module docstring.
 
+    Args:
+        path: the local ``cifar-10-python.tar.gz`` tarball (never downloaded); a missing
+            file raises ``FileNotFoundError``, a damaged or wrong one
+            :class:`~feedline.exceptions.DataError`.
+        cycle: ``True`` repeats the samples forever (the result is then a stream).
+
     >>> import os, tempfile, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "cifar-10-python.tar.gz")
     >>> write(path, {f"cifar-10-batches-py/data_batch_{i}": (np.zeros((2, 3072), np.uint8), [i, i])
@@ -145,6 +154,12 @@ def train10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
 
 def test10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
     """CIFAR-10's 10,000 test images (member ``test_batch``) from the tarball at ``path``.
+
+    Args:
+        path: the local ``cifar-10-python.tar.gz`` tarball (never downloaded); a missing
+            file raises ``FileNotFoundError``, a damaged or wrong one
+            :class:`~feedline.exceptions.DataError`.
+        cycle: ``True`` repeats the samples forever (the result is then a stream).
 
     >>> import os, tempfile, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "cifar-10-python.tar.gz")
@@ -160,6 +175,12 @@ def train100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]
     """CIFAR-100's 50,000 training images (member ``train``, fine labels) from the
     tarball at ``path``.
 
+    Args:
+        path: the local ``cifar-100-python.tar.gz`` tarball (never downloaded); a missing
+            file raises ``FileNotFoundError``, a damaged or wrong one
+            :class:`~feedline.exceptions.DataError`.
+        cycle: ``True`` repeats the samples forever (the result is then a stream).
+
     >>> import os, tempfile, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "cifar-100-python.tar.gz")
     >>> pixels = np.zeros((3, 3072), np.uint8)
@@ -174,6 +195,12 @@ def test100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
     """CIFAR-100's 10,000 test images (member ``test``, fine labels) from the tarball at
     ``path``.
 
+    Args:
+        path: the local ``cifar-100-python.tar.gz`` tarball (never downloaded); a missing
+            file raises ``FileNotFoundError``, a damaged or wrong one
+            :class:`~feedline.exceptions.DataError`.
+        cycle: ``True`` repeats the samples forever (the result is then a stream).
+
     >>> import os, tempfile, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "cifar-100-python.tar.gz")
     >>> write(path, {"cifar-100-python/test": (np.ones((2, 3072), np.uint8), [0, 99])},
@@ -186,11 +213,16 @@ def test100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
 
 def write(path: str | os.PathLike, batches: dict[str, tuple[Any, Any]], *,
           label_key: str = "labels") -> None:
-    """Write a tarball in the CIFAR ``python`` layout: ``batches`` maps each member name
-    (``"cifar-10-batches-py/data_batch_1"``) to ``(images, labels)`` — ``uint8`` images
-    of shape ``(n, 3072)`` and ``n`` int labels — pickled as a dict with ``b"data"`` and
-    ``label_key`` (``"fine_labels"`` for CIFAR-100), gzip-compressed when ``path`` ends
-    in ``.gz``. The files the readers here read; for tests and small data sets.
+    """Write a tarball in the CIFAR ``python`` layout, each member pickled as a dict with
+    ``b"data"`` and the labels: the files the readers here read; for tests and small
+    data sets.
+
+    Args:
+        path: the tarball written; gzip-compressed when it ends in ``.gz``.
+        batches: maps each member name (``"cifar-10-batches-py/data_batch_1"``) to
+            ``(images, labels)``: ``uint8`` images of shape ``(n, 3072)`` and ``n`` int
+            labels (else ``ValueError``, before anything is written).
+        label_key: the labels' key in each dict (``"fine_labels"`` for CIFAR-100).
 
     >>> import os, tempfile, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "mini.tar")

@@ -67,6 +67,9 @@ def mnist_pixels(row: np.ndarray) -> np.ndarray:
     PaddlePaddle's reader computes them (``/ 255``, ``* 2``, ``- 1``), so the values are
     bit for bit its values.
 
+    Args:
+        row: one image's ``uint8`` pixels.
+
     >>> mnist_pixels(np.array([0, 255], np.uint8)).tolist()
     [-1.0, 1.0]
     """
@@ -76,6 +79,9 @@ def mnist_pixels(row: np.ndarray) -> np.ndarray:
 def digits_pixels(row: np.ndarray) -> np.ndarray:
     """scikit-learn's digits pixels (``0..16``) to ``float32`` in ``[-1, 1]``, as
     :func:`mnist_pixels` maps ``0..255``.
+
+    Args:
+        row: one image's pixels (values ``0..16``).
 
     >>> digits_pixels(np.array([0, 16], np.uint8)).tolist()
     [-1.0, 1.0]
@@ -122,6 +128,12 @@ def train(directory: str | os.PathLike | None = None) -> RandomAccessDataset[Sam
     ``directory``, or scikit-learn's digits (1,438 images) without one; see the module
     docstring. The files are read when this is called.
 
+    Args:
+        directory: a folder holding MNIST's IDX files (each optionally gzipped; a
+            missing folder raises ``NotADirectoryError``, a missing file
+            ``FileNotFoundError``); ``None`` uses scikit-learn's digits (needs
+            ``pip install 'feedline[demo]'``).
+
     >>> from feedline.datasets import mnist
     >>> image, label = mnist.train()[0]
     >>> image.shape, round(float(image.max()), 3), 0 <= label < 10
@@ -133,6 +145,12 @@ def train(directory: str | os.PathLike | None = None) -> RandomAccessDataset[Sam
 def test(directory: str | os.PathLike | None = None) -> RandomAccessDataset[Sample]:
     """The test reader: MNIST's 10,000 ``t10k`` images from ``directory``, or
     scikit-learn's digits (359 images, none of them in :func:`train`'s) without one.
+
+    Args:
+        directory: a folder holding MNIST's IDX files (each optionally gzipped; a
+            missing folder raises ``NotADirectoryError``, a missing file
+            ``FileNotFoundError``); ``None`` uses scikit-learn's digits (needs
+            ``pip install 'feedline[demo]'``).
 
     >>> from feedline.datasets import mnist
     >>> len(mnist.test())
