@@ -293,9 +293,37 @@ class ShardedWriter:
         self._written += 1
         return shard
 
+    def hand_over(self) -> list[tuple[str, str | None]]:
+        """Let writers elsewhere (Ray tasks on a shared file system) write the shards:
+        close this writer's own (still empty) files and return each shard's temporary
+        names, ``(records, index)`` in shard order (``index`` is ``None`` for TFRecord).
+        Replace each file whole, set :attr:`counts`; ``close()`` then commits what they
+        wrote as usual (the manifest takes the sizes from the files), ``abort()`` deletes
+        them. ``write`` is refused afterwards.
+
+        >>> import os, tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> w = ShardedWriter(os.path.join(d, "t"), 2, suffix=".tfrecord")
+        >>> temps = w.hand_over()
+        >>> for shard, (records, _) in enumerate(temps):
+        ...     _ = open(records, "wb").write(b"from elsewhere %d" % shard)
+        >>> w.counts = [1, 1]
+        >>> w.close()
+        >>> open(w.paths[1], "rb").read()
+        b'from elsewhere 1'
+        """
+        if self._state != "open" or self._written:
+            raise ValueError(f"hand_over needs a ShardedWriter that is open and unwritten, this is {self._state}")
+        for writer in self._writers:
+            writer.close()
+        self._state = "handed over"
+        temporary = dict(self._renames)
+        return [(temporary[p], temporary.get(_idx_path(p)) if self.format == "recordio" else None)
+                for p in self.paths]
+
     def close(self) -> None:
         """Finish every shard and rename it to its final name (idempotent)."""
-        if self._state != "open":
+        if self._state not in ("open", "handed over"):
             return
         try:
             for writer in self._writers:
@@ -365,7 +393,7 @@ class ShardedWriter:
     def __del__(self) -> None:
         # never commit from the garbage collector: an unclosed writer is an interrupted one
         try:
-            if getattr(self, "_state", "closed") == "open":
+            if getattr(self, "_state", "closed") in ("open", "handed over"):
                 self.abort()
         except Exception:  # noqa: BLE001 - never raise from a finaliser
             pass

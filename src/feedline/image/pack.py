@@ -27,7 +27,8 @@ written under temporary names and renamed only when every record is in, so a fai
 interrupted run leaves no final-named file behind.
 
 Images are read and encoded by ``num_workers`` processes (``multiprocessing.Pool``,
-results in order), the writing stays in the calling process.
+results in order), the writing stays in the calling process; with ``backend="ray"``,
+Ray tasks read, encode and write the shards themselves (:mod:`feedline.image._pack_ray`).
 
 >>> import os, tempfile, numpy as np, simplejpeg
 >>> from feedline import recordio
@@ -336,11 +337,12 @@ def pack_images(
         seed: the seed of that order.
         num_workers: processes that read and encode images (1: in this process); with
             ``backend="ray"``, Ray tasks in flight at once.
-        backend: ``"process"`` (default) or ``"ray"``: the images are read and encoded
-            by Ray tasks on the cluster ``ray.init()``/``RAY_ADDRESS`` names (a
-            ``map(..., backend="ray")`` stage; the images must be on a file system every
-            node sees) and written here, in order, through the same all-or-nothing
-            shard set: the files are byte-identical to a local pack.
+        backend: ``"process"`` (default) or ``"ray"``: Ray tasks on the cluster
+            ``ray.init()``/``RAY_ADDRESS`` names read, encode and write the shards (the
+            images and the output folder must be on a file system every node sees);
+            this process commits the set with its manifest only when every task
+            succeeded (a failure leaves no shard file and no manifest). The files are
+            byte-identical to a local pack with the same arguments.
         exts: file name endings taken as images in a folder source.
         on_error: ``"raise"`` (default): a missing or undecodable image stops the run
             (nothing is written); ``"skip"``: leave it out and list it in
@@ -444,7 +446,16 @@ def pack_images(
     bar = _Progress(len(order), progress)
     skipped: list[tuple[int, str, str]] = []
     written = 0
-    results = _results(order, config, num_workers, backend)
+    if backend == "ray":  # Ray tasks write the shards
+        from feedline.image._pack_ray import pack_with_tasks
+
+        writer = ShardedWriter(prefix, num_shards, format=format, suffix=suffix)
+        written, skipped = pack_with_tasks(
+            order, _RecordTask(config, format, pack_label), writer, format=format,
+            num_workers=num_workers, on_error=on_error, bar=bar,
+            list_file=None if list_file is None else (list_file, items))
+        return _result(writer, list_file, written, skipped, classes)
+    results = _results(order, config, num_workers)
     with ShardedWriter(prefix, num_shards, format=format, suffix=suffix) as writer, closing(results):
         for item, payload, height, width, channels, fmt in results:
             if payload is None:
@@ -466,11 +477,17 @@ def pack_images(
         bar.update(written + len(skipped), final=True)
         if list_file is not None:
             write_list(list_file, items)
+    return _result(writer, list_file, written, skipped, classes)
+
+
+def _result(writer: Any, list_file: str | None, written: int, skipped: list[tuple[int, str, str]],
+            classes: list[str] | None) -> PackResult:
+    """The :class:`PackResult` of a committed ``writer`` (a ``ShardedWriter``)."""
     files = list(writer.paths)
-    index_files = [os.path.splitext(p)[0] + ".idx" for p in files] if format == "recordio" else []
+    recordio = writer.format == "recordio"
     return PackResult(
         files=files,
-        index_files=index_files,
+        index_files=[os.path.splitext(p)[0] + ".idx" for p in files] if recordio else [],
         list_file=list_file,
         count=written,
         counts=list(writer.counts),
@@ -487,29 +504,25 @@ def _require_restart_markers() -> None:
     require_region_decoding("`restart_markers` (--restart-markers)")
 
 
-class _ConfiguredWork:
-    """:func:`_work` with ``config`` installed first (a picklable mapper for Ray tasks)."""
+class _RecordTask:
+    """A list item -> ``(item, record, reason)``: :func:`_work` with ``config`` installed,
+    the payload framed as ``format``'s record (``record`` ``None`` and ``reason`` for an
+    item skipped under ``on_error``); picklable, for Ray tasks."""
 
-    def __init__(self, config: _Config) -> None:
-        self.config = config
+    def __init__(self, config: _Config, format: str, pack_label: bool) -> None:
+        self.config, self.format, self.pack_label = config, format, pack_label
 
-    def __call__(self, item: ListItem) -> tuple[ListItem, bytes | None, int, int, int, str]:
+    def __call__(self, item: ListItem) -> tuple[ListItem, bytes | None, str]:
         _init_worker(self.config)
-        return _work(item)
+        item, payload, height, width, channels, fmt = _work(item)
+        if payload is None:
+            return item, None, fmt
+        if self.format == "recordio":
+            return item, _irecord(item, payload, self.pack_label), ""
+        return item, _example(item, payload, height, width, channels, fmt, self.pack_label), ""
 
 
-def _results(order: list[ListItem], config: _Config, num_workers: int,
-             backend: str = "process") -> Generator[tuple, None, None]:
-    if backend == "ray":
-        from feedline.dataset.base import Dataset
-
-        ds = Dataset.from_iterable(order).map(_ConfiguredWork(config), num_workers=num_workers,
-                                              backend="ray", name="pack")
-        try:
-            yield from ds
-        finally:
-            ds.close()
-        return
+def _results(order: list[ListItem], config: _Config, num_workers: int) -> Generator[tuple, None, None]:
     if num_workers == 1 or len(order) < 2:
         _init_worker(config)
         try:
