@@ -52,6 +52,15 @@ _MNIST_FILES = {
 class Images:
     """Flattened ``uint8`` images and ``int64`` labels, split into train and test.
 
+    Args:
+        train_x: the training images, one flattened ``uint8`` row per image.
+        train_y: the training labels (``int64``), one per row of ``train_x``.
+        test_x: the test images, as ``train_x``.
+        test_y: the test labels, as ``train_y``.
+        scale: the largest pixel value (16 for scikit-learn's digits, 255 for MNIST).
+        source: where the images came from (``"scikit-learn digits"`` or ``"MNIST"``).
+        shape: one image's shape before flattening (``(8, 8)`` or ``(28, 28)``).
+
     >>> images = load_digits()
     >>> images.dim, images.classes, images.shape, images.scale
     (64, 10, (8, 8), 16)
@@ -78,6 +87,11 @@ class Images:
 class Packed:
     """The files :func:`pack` wrote.
 
+    Args:
+        train: the RecordIO shards of the training set (their ``.idx`` files beside them).
+        test: the TFRecord shards of the test set.
+        bytes: the total size of those files, ``.idx`` files included.
+
     >>> import tempfile
     >>> packed = pack(load_digits(), tempfile.mkdtemp(), train_shards=2, test_shards=1)
     >>> len(packed.train), len(packed.test), packed.bytes > 100_000
@@ -91,6 +105,13 @@ class Packed:
 
 def load_digits(*, test_fraction: float = 0.2, seed: int = 0) -> Images:
     """scikit-learn's 1,797 digits (8x8, pixels 0..16), split by a seeded permutation.
+
+    Needs scikit-learn (the ``demo`` extra).
+
+    Args:
+        test_fraction: the share of the images that goes to the test set (rounded to
+            a whole number of images).
+        seed: the seed of the permutation that decides the split.
 
     >>> images = load_digits(test_fraction=0.5, seed=1)
     >>> len(images.train_x), len(images.test_x), int(images.train_x.max())
@@ -117,6 +138,12 @@ def _find(directory: str, stem: str) -> str:
 def load_mnist(directory: str | os.PathLike) -> Images:
     """MNIST from its four IDX files (gzipped or not) in ``directory``.
 
+    Args:
+        directory: holds ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
+            ``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte`` (each also found
+            with ``.gz`` appended, or with ``.idx`` for ``-idx``); a missing one raises
+            ``FileNotFoundError``. MNIST's own train/test split is kept.
+
     >>> import os, tempfile
     >>> import numpy as np
     >>> from feedline.formats.idx import write_idx
@@ -141,6 +168,11 @@ def load_mnist(directory: str | os.PathLike) -> Images:
 def load(*, mnist: str | os.PathLike | None = None, test_fraction: float = 0.2, seed: int = 0) -> Images:
     """MNIST from ``mnist`` when given, else scikit-learn's digits.
 
+    Args:
+        mnist: a directory for :func:`load_mnist`; ``None`` loads :func:`load_digits`.
+        test_fraction: the test share of the digits (ignored for MNIST).
+        seed: the seed of the digits' split (ignored for MNIST).
+
     >>> load().source
     'scikit-learn digits'
     """
@@ -152,6 +184,15 @@ def load(*, mnist: str | os.PathLike | None = None, test_fraction: float = 0.2, 
 def pack(images: Images, directory: str | os.PathLike, *, train_shards: int = 4,
          test_shards: int = 2) -> Packed:
     """Write the training set as sharded RecordIO and the test set as sharded TFRecord.
+
+    Args:
+        images: what to write (see the module docstring for the record layouts).
+        directory: where the shards go (created when missing), as
+            ``train-0000k-of-0000n.rec`` (with ``.idx``) and
+            ``test-0000k-of-0000n.tfrecord``.
+        train_shards: the number of training shards; a positive int (else
+            ``ValueError``/``TypeError``).
+        test_shards: the number of test shards; a positive int, as ``train_shards``.
 
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
@@ -180,6 +221,11 @@ def pack(images: Images, directory: str | os.PathLike, *, train_shards: int = 4,
 def decode_record(record: bytes, scale: float = 16.0) -> tuple[np.ndarray, int]:
     """A RecordIO record -> ``(pixels / scale as float32, label)``.
 
+    Args:
+        record: one record as :func:`pack` wrote it: an ``IRHeader`` whose label is
+            the class, then the ``uint8`` pixels.
+        scale: the pixels are divided by it (the images' ``scale``: 16 or 255).
+
     >>> record = recordio.pack(recordio.IRHeader(0, 7.0, 0, 0), bytes([0, 8, 16]))
     >>> pixels, label = decode_record(record)
     >>> pixels.tolist(), label
@@ -195,6 +241,11 @@ _EXAMPLE_SPEC = {"image_raw": FixedLenFeature((), "string"), "label": FixedLenFe
 
 def decode_example(record: bytes, scale: float = 16.0) -> tuple[np.ndarray, int]:
     """A TFRecord ``Example`` -> ``(pixels / scale as float32, label)``.
+
+    Args:
+        record: one serialized ``Example`` with features ``image_raw`` (the ``uint8``
+            pixels) and ``label`` (int64).
+        scale: the pixels are divided by it (the images' ``scale``: 16 or 255).
 
     >>> record = encode_example({"image_raw": bytes([0, 255]), "label": 3})
     >>> pixels, label = decode_example(record, scale=255)

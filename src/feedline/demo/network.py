@@ -31,6 +31,11 @@ __all__ = ["mlp", "digits_network"]
 def mlp(pixel: data_type.InputType, label: data_type.InputType) -> torch.nn.Module:
     """fc 200 -> fc 200 -> ``label.value_range`` logits, for ``pixel.dim`` inputs.
 
+    Args:
+        pixel: the image input; a dense type whose ``dim`` is known.
+        label: the label input; an integer type whose ``value_range`` (the number of
+            classes) is known.
+
     >>> model = mlp(data_type.dense_vector(64), data_type.integer_value(10))
     >>> model(torch.zeros(2, 64)).shape
     torch.Size([2, 10])
@@ -48,6 +53,11 @@ def digits_network(dim: int, classes: int = 10, *, learning_rate: float = 1e-3) 
     """:func:`mlp` as a :class:`~feedline.train.Network` with inputs ``pixel`` (dense,
     ``dim``) and ``label`` (``classes`` ids): Adam at ``learning_rate``,
     ``L2Regularization(1e-4)``, ``ModelAverage(0.15, max_average_window=100)``.
+
+    Args:
+        dim: pixels per image (the ``pixel`` input's size).
+        classes: the number of label ids (the output's size).
+        learning_rate: Adam's learning rate.
 
     >>> net = digits_network(64, 10, learning_rate=0.01)
     >>> net.feature_names, type(net.create_model()[0]).__name__

@@ -90,6 +90,11 @@ def train_pipeline(paths: Sequence[str], *, scale: float, batch_size: int = 32,
 def test_pipeline(paths: Sequence[str], *, scale: float, batch_size: int = 256) -> Dataset:
     """Batches of ``(pixels, label)`` samples from the TFRecord shards ``paths``, in order.
 
+    Args:
+        paths: the test shards (TFRecord), read one after another in this order.
+        scale: the pixels' maximum (16 for scikit-learn's digits, 255 for MNIST).
+        batch_size: samples per batch; the last batch holds the rest.
+
     >>> import tempfile
     >>> from feedline.demo.data import load, pack
     >>> packed = pack(load(), tempfile.mkdtemp(), train_shards=1, test_shards=2)

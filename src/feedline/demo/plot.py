@@ -14,6 +14,15 @@ __all__ = ["write_curves"]
 def write_curves(passes: Sequence[Any], path: str | os.PathLike, *, title: str = "") -> str:
     """Plot train/test cost and accuracy per pass from ``EndPass`` events; return the path.
 
+    Needs matplotlib (the ``demo`` extra).
+
+    Args:
+        passes: the passes' ``EndPass`` events (a ``test`` result, where present, is
+            plotted as the test curve; accuracy is plotted when ``metrics`` has
+            ``"accuracy"``).
+        path: the PNG file to write.
+        title: a title over both plots (``""``: none).
+
     >>> import tempfile, os
     >>> from feedline.train import EndPass, TestResult
     >>> p = [EndPass(i, 1.0 / (i + 1), {"accuracy": 0.5 + i / 10},
