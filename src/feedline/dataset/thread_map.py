@@ -23,7 +23,7 @@ This is the worker-stage engine of :mod:`feedline.dataset.parallel_map` over a
 cores stay busy while one thread holds the GIL between two GIL-free calls.
 
 >>> import zlib
->>> ds = Dataset.range(6).map(lambda i: zlib.crc32(bytes(i)), workers=2, backend="thread")
+>>> ds = Dataset.range(6).map(lambda i: zlib.crc32(bytes(i)), num_workers=2, backend="thread")
 >>> ds.to_list() == [zlib.crc32(bytes(i)) for i in range(6)]
 True
 """
@@ -55,7 +55,7 @@ class ThreadMapDataset(ParallelMapDataset):
             ``(seed, epoch, position)``; the global generators are not seeded (the
             threads share them).
 
-    >>> ds = Dataset.range(4).map(abs, workers=2, backend="thread")
+    >>> ds = Dataset.range(4).map(abs, num_workers=2, backend="thread")
     >>> type(ds).__name__, ds.name, ds.to_list()
     ('ThreadMapDataset', 'map(abs) [2 threads]', [0, 1, 2, 3])
     """
