@@ -83,6 +83,12 @@ def map_readers(func: Callable, *readers: Reader) -> Dataset:
     """A reader yielding ``func(a, b, ...)`` for the items ``a, b, ...`` read in lockstep
     from ``readers``; it ends with the shortest reader.
 
+    Args:
+        func: called with one item of each reader, in the order of ``readers``; a
+            non-callable raises ``TypeError`` (as does passing no reader).
+        *readers: the readers (zero-argument callables returning iterables, or
+            datasets) to read in lockstep.
+
     >>> list(map_readers(lambda a, b: a * b, lambda: iter([1, 2, 3]), lambda: iter([10, 20]))())
     [10, 40]
     """
@@ -98,6 +104,12 @@ def map_readers(func: Callable, *readers: Reader) -> Dataset:
 def buffered(reader: Reader, size: int) -> Dataset:
     """A reader that reads ``reader`` ahead in a background thread, keeping up to ``size``
     items buffered. Errors in the thread are re-raised to the consumer.
+
+    Args:
+        reader: a reader (a zero-argument callable returning an iterable) or a
+            :class:`~feedline.Dataset`; a non-callable raises ``TypeError``.
+        size: how many items to read ahead at most; a positive int, else
+            ``ValueError``/``TypeError``.
 
     >>> list(buffered(lambda: iter(range(4)), 2)())
     [0, 1, 2, 3]
@@ -119,9 +131,13 @@ def compose(*readers: Reader, check_alignment: bool = True) -> Dataset:
     """A reader yielding one flat tuple per step: the items of ``readers`` read in
     lockstep, tuples flattened (``(1, 2)`` and ``3`` compose to ``(1, 2, 3)``).
 
-    With ``check_alignment=True`` every reader must end at the same step, else
-    :class:`ComposeNotAligned` is raised; with ``False`` it ends with the shortest.
     Items that are ``None`` are ordinary items.
+
+    Args:
+        *readers: the readers to read in lockstep (at least one, else ``TypeError``).
+        check_alignment: ``True`` (the default): every reader must end at the same step,
+            else :class:`ComposeNotAligned` is raised; ``False``: it ends with the
+            shortest.
 
     >>> list(compose(lambda: iter([(1, 2), (3, 4)]), lambda: iter("ab"))())
     [(1, 2, 'a'), (3, 4, 'b')]
@@ -148,19 +164,25 @@ def shuffle(reader: Reader, buf_size: int, *, seed: int | None = None,
             mode: str = "buffer") -> Dataset:
     """A reader yielding ``reader``'s items in random order.
 
-    ``mode="buffer"`` (default): through a buffer of ``buf_size`` items, each output drawn
-    uniformly from it (see :meth:`feedline.Dataset.shuffle`); a new order on every call,
-    the same sequence of orders for the same ``seed``.
-
-    ``mode="chunk"``: PaddlePaddle's algorithm and order. Read ``buf_size`` items, shuffle
-    them with :func:`random.shuffle`, yield them, and go on with the next ``buf_size``
-    (the last chunk may be shorter). The generator is Python's :mod:`random` module
-    when ``seed`` is ``None`` — exactly what PaddlePaddle's decorator uses, so after
-    ``random.seed(s)`` the orders of every call are PaddlePaddle's — or, with ``seed``,
-    a ``random.Random(seed)`` of this reader's own, whose stream continues from call to
-    call as the module's does (the orders equal PaddlePaddle's after
-    ``random.seed(seed)``). Items never move out of their chunk. Resumable: the state
-    holds the generator's state at the start of the current chunk.
+    Args:
+        reader: a reader (a zero-argument callable returning an iterable) or a
+            :class:`~feedline.Dataset`; a non-callable raises ``TypeError``.
+        buf_size: the buffer (``"buffer"``) or chunk (``"chunk"``) size in items; a
+            positive int, else ``ValueError``/``TypeError``.
+        seed: ``mode="buffer"``: the same ``seed`` gives the same sequence of orders
+            (``None``: unseeded). ``mode="chunk"``: ``None`` shuffles with Python's
+            :mod:`random` module, exactly what PaddlePaddle's decorator uses, so after
+            ``random.seed(s)`` the orders of every call are PaddlePaddle's; an int makes
+            a ``random.Random(seed)`` of this reader's own, whose stream continues from
+            call to call as the module's does (the orders equal PaddlePaddle's after
+            ``random.seed(seed)``); anything else raises ``TypeError``.
+        mode: ``"buffer"`` (the default): through a buffer of ``buf_size`` items, each
+            output drawn uniformly from it (see :meth:`feedline.Dataset.shuffle`), a new
+            order on every call. ``"chunk"``: PaddlePaddle's algorithm and order: read
+            ``buf_size`` items, shuffle them with :func:`random.shuffle`, yield them, and
+            go on with the next ``buf_size`` (the last chunk may be shorter); items never
+            move out of their chunk, and the resumable state holds the generator's state
+            at the start of the current chunk. Anything else raises ``ValueError``.
 
     >>> r = shuffle(lambda: iter(range(6)), 3, seed=0)
     >>> first, second = list(r()), list(r())
@@ -188,6 +210,11 @@ def shuffle(reader: Reader, buf_size: int, *, seed: int | None = None,
 def firstn(reader: Reader, n: int) -> Dataset:
     """A reader yielding at most the first ``n`` items of ``reader``.
 
+    Args:
+        reader: a reader (a zero-argument callable returning an iterable) or a
+            :class:`~feedline.Dataset`; a non-callable raises ``TypeError``.
+        n: how many items at most; a non-negative int, else ``ValueError``/``TypeError``.
+
     >>> list(firstn(lambda: iter("abcde"), 3)())
     ['a', 'b', 'c']
     """
@@ -199,10 +226,20 @@ def firstn(reader: Reader, n: int) -> Dataset:
 def xmap_readers(
     mapper: Callable, reader: Reader, process_num: int, buffer_size: int, order: bool = False
 ) -> Dataset:
-    """A reader yielding ``mapper(item)`` for each item of ``reader``, computed by
-    ``process_num`` worker processes with up to ``buffer_size`` items in flight;
-    ``order=True`` keeps the input order, ``False`` yields results as they are ready.
-    ``mapper`` and the items must be picklable.
+    """A reader yielding ``mapper(item)`` for each item of ``reader``, computed in
+    worker processes.
+
+    Args:
+        mapper: called on each item in a worker process; it and the items must be
+            picklable; a non-callable raises ``TypeError``.
+        reader: a reader (a zero-argument callable returning an iterable) or a
+            :class:`~feedline.Dataset`; a non-callable raises ``TypeError``.
+        process_num: how many worker processes; a positive int, else
+            ``ValueError``/``TypeError``.
+        buffer_size: how many items may be in flight at most; a positive int, else
+            ``ValueError``/``TypeError``.
+        order: ``True`` keeps the input order; ``False`` (the default) yields results as
+            they are ready.
 
     >>> r = xmap_readers(abs, lambda: iter([-1, -2, 3]), process_num=2, buffer_size=4, order=True)
     >>> list(r())
@@ -221,6 +258,10 @@ def cache(reader: Reader) -> Dataset:
     """A reader that reads ``reader`` completely on its first iteration, keeps every item
     in memory, and replays them on every iteration.
 
+    Args:
+        reader: a reader (a zero-argument callable returning an iterable) or a
+            :class:`~feedline.Dataset`; a non-callable raises ``TypeError``.
+
     >>> calls = []
     >>> def once():
     ...     calls.append(1)
@@ -233,8 +274,14 @@ def cache(reader: Reader) -> Dataset:
 
 
 def batch(reader: Reader, batch_size: int, drop_last: bool = False) -> Dataset:
-    """A *batch reader*: lists of ``batch_size`` consecutive items of ``reader``; the last
-    shorter list is kept unless ``drop_last``.
+    """A *batch reader*: lists of ``batch_size`` consecutive items of ``reader``.
+
+    Args:
+        reader: a reader (a zero-argument callable returning an iterable) or a
+            :class:`~feedline.Dataset`; a non-callable raises ``TypeError``.
+        batch_size: items per list; a positive int, else ``ValueError``/``TypeError``.
+        drop_last: drop a last list shorter than ``batch_size``; ``False`` (the default)
+            keeps it.
 
     >>> list(batch(lambda: iter(range(5)), 2)())
     [[0, 1], [2, 3], [4]]
@@ -290,9 +337,15 @@ class _CacheIterator(DatasetIterator):
 
 class ChunkShuffleDataset(Dataset):
     """PaddlePaddle's chunk shuffle (``shuffle(..., mode="chunk")``): consecutive chunks
-    of ``buf_size`` items, each shuffled by ``random.shuffle``. ``seed=None`` draws from
-    the :mod:`random` module's generator; an int seeds a generator of this dataset's own
-    that every iterator continues.
+    of ``buf_size`` items, each shuffled by ``random.shuffle``.
+
+    The constructor does not validate its arguments; :func:`shuffle` does.
+
+    Args:
+        parent: the dataset whose items are shuffled.
+        buf_size: items per chunk (the last chunk may be shorter).
+        seed: ``None`` draws from the :mod:`random` module's generator; an int seeds a
+            generator of this dataset's own that every iterator continues.
 
     >>> import random
     >>> random.seed(5)
