@@ -87,20 +87,100 @@ class Executor(Protocol):
 
     @property
     def size(self) -> int: ...
-    def outstanding(self, worker: int) -> deque[list[int]]: ...
+    def outstanding(self, worker: int) -> deque[list[int]]:
+        """The position lists of the chunks sent to a slot and not yet collected, oldest first.
+
+        Args:
+            worker: the slot's index, ``0 <= worker < size``.
+        """
+        ...
+
     def submit(self, worker: int, generation: int, base: int, positions: list[int],
-               items: list | None) -> None: ...
-    def ready(self, workers: Sequence[int], timeout: float | None) -> list[int]: ...
-    def collect(self, worker: int) -> tuple[list[int], list, float, int]: ...
-    def error(self, payload: Any, *, stage: str, position: int) -> BaseException: ...
-    def progress(self, worker: int) -> tuple[int, float] | None: ...
-    def reseed(self, worker: int, seed: Any) -> None: ...
+               items: list | None) -> None:
+        """Queue a chunk on a slot; ``PipelineError`` when it already has ``depth`` chunks.
+
+        Args:
+            worker: the slot's index.
+            generation: the generation (:meth:`new_generation`) the chunk belongs to; once a
+                newer one starts, its items not yet run are answered ``(CANCELLED, None)``.
+            base: added to each position to get the record index for a random-access
+                input (``source._getitem(base + position)``).
+            positions: the items' positions in the stage's output, one per item.
+            items: the input items, one per position; ``None`` makes the slot read them
+                from the random-access input.
+        """
+        ...
+
+    def ready(self, workers: Sequence[int], timeout: float | None) -> list[int]:
+        """The slots among ``workers`` whose oldest chunk is answered, after waiting for at
+        least one of them up to ``timeout``.
+
+        Args:
+            workers: the slot indices to wait on.
+            timeout: most seconds to wait; ``None`` waits as long as it takes. An empty
+                list comes back when it passed.
+        """
+        ...
+
+    def collect(self, worker: int) -> tuple[list[int], list, float, int]:
+        """Take a slot's oldest answered chunk: ``(positions, entries, busy seconds, bytes)``.
+
+        Args:
+            worker: a slot that :meth:`ready` returned.
+        """
+        ...
+
+    def error(self, payload: Any, *, stage: str, position: int) -> BaseException:
+        """The exception an ``ERROR`` entry's payload stands for.
+
+        Args:
+            payload: the entry's payload.
+            stage: the stage's name, for the note on the exception.
+            position: the item's position, for the note on the exception.
+        """
+        ...
+
+    def progress(self, worker: int) -> tuple[int, float] | None:
+        """``(position, since)`` of the item a slot is on (for ``timeout``), or ``None``.
+
+        Args:
+            worker: the slot's index.
+        """
+        ...
+
+    def reseed(self, worker: int, seed: Any) -> None:
+        """Set the seed key of a slot's next chunks.
+
+        Args:
+            worker: the slot's index.
+            seed: ``(seed, epoch, exact)`` (see :func:`run_chunk`), or ``None`` for no
+                per-item seeding.
+        """
+        ...
+
     def new_generation(self) -> int: ...
     def cancel(self) -> int: ...
-    def drain(self, timeout: float) -> bool: ...
+
+    def drain(self, timeout: float) -> bool:
+        """Finish or drop every outstanding chunk; ``False`` (and the executor broken)
+        when that could not be done in time.
+
+        Args:
+            timeout: most seconds to spend.
+        """
+        ...
+
     def alive(self) -> bool: ...
     def shutdown(self) -> None: ...
-    def add_workers(self, count: int) -> None: ...
+
+    def add_workers(self, count: int) -> None:
+        """Add slots, numbered after the existing ones.
+
+        Args:
+            count: how many slots to add.
+        """
+        ...
+
     @property
     def pids(self) -> list[int]: ...
 
@@ -120,15 +200,27 @@ def run_chunk(
 ) -> list:
     """Map one chunk: the reply entries, one per position (see the module docstring).
 
-    ``seed_key`` ``(seed, epoch, exact)`` gives each item the seed of ``(seed, epoch,
-    position)`` (:func:`~feedline.runtime.seeding.current_item_seed`, ``item_rng``); with
-    ``global_generators`` also ``random``/numpy/torch are seeded: before every item when
-    ``exact`` (the stage has a ``seed``: placement-independent draws, about 10-20 us per
-    item), else once per chunk from its first position (``seed=None``: nothing to
-    reproduce, so no per-item cost). ``pack_error(exc, phase)``
-    turns the function's (or the read's) exception into the entry's payload;
-    ``cancelled()`` is asked before each item; ``mark(position, since)`` notes the item
-    being mapped (``since`` 0.0 once it is done).
+    Args:
+        fn: the function applied to each item.
+        source: the random-access input, read as ``source._getitem(base + position)``
+            when ``items`` is ``None``; its :class:`EndOfInput` gives an ``(END, None)``
+            entry.
+        seed_key: ``(seed, epoch, exact)`` gives each item the seed of ``(seed, epoch,
+            position)`` (:func:`~feedline.runtime.seeding.current_item_seed`,
+            ``item_rng``); ``None`` seeds nothing.
+        base: added to each position to get the record index in ``source``.
+        positions: the items' positions, one entry each.
+        items: the input items, one per position, or ``None`` to read them from ``source``.
+        pack_error: ``pack_error(exc, phase)`` turns the function's (``phase``
+            ``"mapping"``) or the read's (``"reading"``) exception into the entry's payload.
+        cancelled: asked before each item; when it returns true the item is answered
+            ``(CANCELLED, None)`` without running.
+        mark: ``mark(position, since)`` notes the item being mapped (``since`` is
+            ``time.monotonic()``, 0.0 once the item is done).
+        global_generators: with a ``seed_key``, also seed ``random``/numpy/torch: before
+            every item when ``exact`` (the stage has a ``seed``: placement-independent
+            draws, about 10-20 us per item), else once per chunk from its first position
+            (``seed=None``: nothing to reproduce, so no per-item cost).
 
     >>> run_chunk(abs, None, (1, 0, True), 0, [0, 1], [-2, 3], pack_error=lambda e, phase: repr(e))
     [(0, 2), (0, 3)]
@@ -176,7 +268,11 @@ def run_chunk(
 
 
 class Slot:
-    """What every executor keeps per slot: its unanswered chunks and its seed key."""
+    """What every executor keeps per slot: its unanswered chunks and its seed key.
+
+    Args:
+        index: the slot's number in its executor.
+    """
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -201,6 +297,11 @@ class SlotExecutor:
         return []
 
     def add_workers(self, count: int) -> None:
+        """Add slots made by :meth:`_new_slot`, numbered after the existing ones.
+
+        Args:
+            count: how many slots to add.
+        """
         for _ in range(count):
             self._slots.append(self._new_slot(len(self._slots)))
 
@@ -208,9 +309,20 @@ class SlotExecutor:
         return Slot(index)
 
     def outstanding(self, worker: int) -> deque[list[int]]:
+        """The position lists of the slot's unanswered chunks, oldest first.
+
+        Args:
+            worker: the slot's index.
+        """
         return self._slots[worker].outstanding
 
     def reseed(self, worker: int, seed: Any) -> None:
+        """Set the seed key the slot's next submitted chunks carry.
+
+        Args:
+            worker: the slot's index.
+            seed: ``(seed, epoch, exact)`` (see :func:`run_chunk`), or ``None``.
+        """
         self._slots[worker].seed_key = seed
 
     def _check_room(self, worker: int) -> Any:
@@ -236,7 +348,17 @@ class ThreadExecutor(SlotExecutor):
     so items are seeded through :func:`~feedline.runtime.seeding.item_rng` only. A
     thread stuck in the function cannot be stopped: :meth:`shutdown` does not wait for
     it (it ends when the call returns). Not kept between iterations: the threads stop
-    when the iteration hands the executor back."""
+    when the iteration hands the executor back.
+
+    Args:
+        fn: the function each thread applies to items.
+        source: the random-access input (threads read ``source._getitem(base + position)``)
+            or ``None`` (chunks carry the items).
+        workers: how many threads (slots) to start.
+        stage: the stage's name, in thread names and error messages.
+        depth: most chunks queued per thread; :meth:`submit` raises ``PipelineError``
+            beyond it.
+    """
 
     keep_when_idle = False
 
@@ -294,10 +416,26 @@ class ThreadExecutor(SlotExecutor):
     cancel = new_generation
 
     def progress(self, worker: int) -> tuple[int, float] | None:
+        """``(position, since)`` of the item the thread is mapping (``since`` in
+        ``time.monotonic()`` seconds), or ``None`` between items.
+
+        Args:
+            worker: the slot's index.
+        """
         return self._slots[worker].progress
 
     def submit(self, worker: int, generation: int, base: int, positions: list[int],
                items: list | None) -> None:
+        """Queue a chunk on a thread; ``PipelineError`` when it already has ``depth``.
+
+        Args:
+            worker: the slot's index.
+            generation: the chunk's generation; items not yet run when a newer one starts
+                are answered ``(CANCELLED, None)``.
+            base: added to each position to read ``source._getitem(base + position)``.
+            positions: the items' positions.
+            items: the items, one per position, or ``None`` to read them from ``source``.
+        """
         slot = self._check_room(worker)
         with self._cond:
             slot.tasks.append((generation, base, positions, items, slot.seed_key))
@@ -305,6 +443,13 @@ class ThreadExecutor(SlotExecutor):
             self._cond.notify_all()
 
     def ready(self, workers: Sequence[int], timeout: float | None) -> list[int]:
+        """The threads among ``workers`` with an answered chunk, waiting for one up to
+        ``timeout``; ``PipelineError`` once the executor is broken.
+
+        Args:
+            workers: the slot indices to wait on.
+            timeout: most seconds to wait (``None``: no limit); ``[]`` when it passed.
+        """
         if self.broken:
             raise PipelineError(f"the workers of stage {self.stage!r} are unusable: {self.broken}")
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -319,17 +464,35 @@ class ThreadExecutor(SlotExecutor):
                 self._cond.wait(left)
 
     def collect(self, worker: int) -> tuple[list[int], list, float, int]:
+        """The thread's oldest answered chunk: ``(positions, entries, busy seconds, 0)``
+        (nothing is copied, so 0 bytes).
+
+        Args:
+            worker: a slot :meth:`ready` returned.
+        """
         slot = self._slots[worker]
         with self._cond:
             entries, busy = slot.results.popleft()
             return slot.outstanding.popleft(), entries, busy, 0
 
     def error(self, payload: Any, *, stage: str, position: int) -> BaseException:
-        """The function's own exception object, with a note naming the stage and item."""
+        """The function's own exception object, with a note naming the stage and item.
+
+        Args:
+            payload: the exception the function raised (threads pass it as it is).
+            stage: the stage's name, for the note.
+            position: the item's position, for the note.
+        """
         add_note(payload, f"raised in a thread of stage {stage!r} (item {position})")
         return payload
 
     def drain(self, timeout: float) -> bool:
+        """Collect and discard every outstanding chunk; ``False`` (and the executor broken)
+        when they did not finish in time.
+
+        Args:
+            timeout: most seconds to wait.
+        """
         deadline = time.monotonic() + timeout
         while True:
             busy = [s.index for s in self._slots if s.outstanding]

@@ -60,6 +60,10 @@ def derive_seed(seed: int, *keys: int) -> int:
     """A 63-bit seed mixed from ``seed`` and ``keys`` with BLAKE2b (stable across runs,
     platforms and Python versions, unlike ``hash``).
 
+    Args:
+        seed: the base seed; any int (it is mixed in as its decimal text).
+        *keys: further ints mixed in, in order (``(1, 2)`` and ``(2, 1)`` differ).
+
     >>> derive_seed(42, 1, 2) == derive_seed(42, 1, 2), derive_seed(42, 1, 2) != derive_seed(42, 2, 1)
     (True, True)
     >>> 0 <= derive_seed(0) < 2 ** 63
@@ -81,6 +85,11 @@ def fresh_seed() -> int:
 
 def seed_all(seed: int) -> None:
     """Seed :mod:`random`, numpy's global generator and, if imported, torch from ``seed``.
+
+    Args:
+        seed: the seed; :mod:`random` and torch's CPU generator get it whole, numpy its
+            low 32 bits. numpy is imported if it is not yet; torch is seeded only when
+            already imported.
 
     >>> import random
     >>> import numpy as np
@@ -104,6 +113,11 @@ def item_seed(seed: int, epoch: int, position: int) -> int:
     """The seed of the item at ``position`` of iteration ``epoch`` of a stage seeded with
     ``seed`` (see the module docstring).
 
+    Args:
+        seed: the stage's base seed.
+        epoch: the iteration number (0 for the first pass over the dataset).
+        position: the item's position in the stage's input.
+
     >>> item_seed(1, 0, 3) == derive_seed(1, 0, 3)
     True
     """
@@ -117,6 +131,11 @@ _local = threading.local()
 def seeded_item(seed: int, *, global_generators: bool = False) -> Iterator[None]:
     """Make ``seed`` the current item's seed in this thread for the ``with`` block (and,
     with ``global_generators=True``, seed ``random``/numpy/torch with it first).
+    On exit the seed that was current before is restored.
+
+    Args:
+        seed: the item's seed (:func:`item_seed`).
+        global_generators: also call :func:`seed_all` with ``seed`` on entry.
 
     >>> with seeded_item(5):
     ...     current_item_seed()
@@ -136,6 +155,11 @@ def begin_item(seed: int | None, *, global_generators: bool = False) -> None:
     """Make ``seed`` the current item's seed in this thread (``None``: no item); the
     executors call it before each item (:func:`seeded_item` is the ``with`` form).
 
+    Args:
+        seed: the item's seed, or ``None`` to leave item scope. Resets the item's
+            :func:`item_rng`.
+        global_generators: also call :func:`seed_all` with ``seed`` (ignored for ``None``).
+
     >>> begin_item(9); current_item_seed()
     9
     >>> begin_item(None); current_item_seed() is None
@@ -152,6 +176,12 @@ def begin_item_key(seed: int, epoch: int, position: int) -> None:
     """:func:`begin_item` with the item's seed computed only when asked for
     (:func:`current_item_seed`, :func:`item_rng`): the cheap form for items whose
     function may not draw at all.
+
+    Args:
+        seed: the stage's base seed.
+        epoch: the iteration number.
+        position: the item's position; the three are passed to :func:`item_seed`
+            on first use.
 
     >>> begin_item_key(1, 0, 3); current_item_seed() == item_seed(1, 0, 3)
     True
