@@ -83,11 +83,12 @@ def map_readers(func: Callable, *readers: Reader) -> Dataset:
     """A reader yielding ``func(a, b, ...)`` for the items ``a, b, ...`` read in lockstep
     from ``readers``; it ends with the shortest reader.
 
+    ``readers`` are zero-argument callables returning iterables, or datasets; passing
+    none raises ``TypeError``.
+
     Args:
         func: called with one item of each reader, in the order of ``readers``; a
-            non-callable raises ``TypeError`` (as does passing no reader).
-        *readers: the readers (zero-argument callables returning iterables, or
-            datasets) to read in lockstep.
+            non-callable raises ``TypeError``.
 
     >>> list(map_readers(lambda a, b: a * b, lambda: iter([1, 2, 3]), lambda: iter([10, 20]))())
     [10, 40]
@@ -131,10 +132,9 @@ def compose(*readers: Reader, check_alignment: bool = True) -> Dataset:
     """A reader yielding one flat tuple per step: the items of ``readers`` read in
     lockstep, tuples flattened (``(1, 2)`` and ``3`` compose to ``(1, 2, 3)``).
 
-    Items that are ``None`` are ordinary items.
+    Items that are ``None`` are ordinary items. Passing no reader raises ``TypeError``.
 
     Args:
-        *readers: the readers to read in lockstep (at least one, else ``TypeError``).
         check_alignment: ``True`` (the default): every reader must end at the same step,
             else :class:`ComposeNotAligned` is raised; ``False``: it ends with the
             shortest.
