@@ -83,6 +83,12 @@ def require_ray() -> Any:
 def check_ray_options(options: dict[str, Any]) -> None:
     """Validate ``ray_options`` (see the module docstring).
 
+    Args:
+        options: the ``ray_options`` dict. Unknown keys raise ``ValueError`` listing the
+            known ones; so do ``num_cpus``/``chunk_seconds`` that are not positive
+            numbers, ``max_retries`` not an int ``>= 0``, ``depth`` not an int ``>= 1``
+            and ``resources`` not a dict of names to numbers.
+
     >>> check_ray_options({"num_cpus": 2, "resources": {"prep": 1}, "max_retries": 3})
     >>> check_ray_options({"num_cpus": 0})
     Traceback (most recent call last):
@@ -166,7 +172,26 @@ class _RaySlot(Slot):
 
 
 class RayExecutor(SlotExecutor):
-    """Slots whose chunks run as Ray tasks; see the module docstring."""
+    """Slots whose chunks run as Ray tasks; see the module docstring.
+
+    Connects to the cluster first (``ClusterUnavailableError`` when there is none) and
+    ships ``(fn, source)`` to the object store once (``PipelineError`` when they do not
+    pickle).
+
+    Args:
+        fn: the function each task applies to items.
+        source: the random-access input tasks read from (``source._getitem(base +
+            position)``), or ``None`` (chunks carry the items).
+        workers: how many slots (chunk streams) to keep.
+        stage: the stage's name, in task names and error messages.
+        timeout: the stage's per-item ``timeout`` in seconds, which :meth:`progress`
+            scales by chunk length; ``None``: none.
+        num_cpus: CPUs Ray reserves per task.
+        resources: custom Ray resources per task, such as ``{"prep": 1}``.
+        max_retries: times Ray reruns a task lost with its node.
+        depth: most chunk tasks in flight per slot.
+        chunk_seconds: the work one task should carry, in seconds.
+    """
 
     keep_when_idle = True
 
@@ -217,6 +242,17 @@ class RayExecutor(SlotExecutor):
 
     def submit(self, worker: int, generation: int, base: int, positions: list[int],
                items: list | None) -> None:
+        """Start a chunk task for a slot; ``PipelineError`` when it already has ``depth``
+        in flight, ``ClusterUnavailableError``/``WorkerDiedError`` when Ray fails.
+
+        Args:
+            worker: the slot's index.
+            generation: unused: older generations' tasks are cancelled by
+                :meth:`new_generation` itself.
+            base: added to each position to read ``source._getitem(base + position)``.
+            positions: the items' positions.
+            items: the items, one per position, or ``None`` to read them in the task.
+        """
         slot = self._check_room(worker)
         try:
             ref = self._task.remote(self._token, self._box, slot.seed_key, base, positions,
@@ -231,6 +267,13 @@ class RayExecutor(SlotExecutor):
         slot.sent.append(now)
 
     def ready(self, workers: Sequence[int], timeout: float | None) -> list[int]:
+        """The slots among ``workers`` whose oldest task finished, waiting for one up to
+        ``timeout`` (``ray.wait``); ``PipelineError`` once the executor is broken.
+
+        Args:
+            workers: the slot indices to wait on; ``[]`` at once when none has a task.
+            timeout: most seconds to wait (``None``: no limit).
+        """
         if self.broken:
             raise PipelineError(f"the workers of stage {self.stage!r} are unusable: {self.broken}")
         heads = {self._slots[w].refs[0]: w for w in workers if self._slots[w].refs}
@@ -248,6 +291,13 @@ class RayExecutor(SlotExecutor):
         return [heads[ref] for ref in done]
 
     def collect(self, worker: int) -> tuple[list[int], list, float, int]:
+        """The slot's oldest task's reply: ``(positions, entries, busy seconds, 0)``; a task
+        lost beyond ``max_retries`` raises ``WorkerDiedError``, a lost cluster
+        ``ClusterUnavailableError``.
+
+        Args:
+            worker: a slot :meth:`ready` returned.
+        """
         slot = self._slots[worker]
         ref = slot.refs.popleft()
         positions = slot.outstanding.popleft()
@@ -278,12 +328,25 @@ class RayExecutor(SlotExecutor):
             f"stage {self.stage!r} lost its Ray cluster{what}: {type(exc).__name__}: {exc}")
 
     def error(self, payload: Any, *, stage: str, position: int) -> BaseException:
+        """The exception an ``ERROR`` entry's payload stands for
+        (:func:`~feedline.runtime.workers.unpack_exception`).
+
+        Args:
+            payload: the packed exception from the task.
+            stage: the stage's name, for the note.
+            position: the item's position, for the note.
+        """
         return unpack_exception(payload, stage=stage, position=position)
 
     def progress(self, worker: int) -> tuple[int, float] | None:
         """The oldest chunk's first position and the time its deadline counts from: a
         chunk of ``k`` items may take ``k * timeout`` from when it became the slot's
-        oldest (earlier work of the slot, queued on the cluster, does not count)."""
+        oldest (earlier work of the slot, queued on the cluster, does not count).
+        ``None`` when the slot has no task.
+
+        Args:
+            worker: the slot's index.
+        """
         slot = self._slots[worker]
         if not slot.outstanding:
             return None
@@ -292,7 +355,15 @@ class RayExecutor(SlotExecutor):
         return positions[0], since + (len(positions) - 1) * (self.timeout or 0.0)
 
     def timeout_error(self, stage: str, position: int, timeout: float) -> PipelineError:
-        """The error for an item not back in time: the cluster gone, or a slow item."""
+        """The error for an item not back in time: ``ClusterUnavailableError`` (and the
+        executor broken) when the cluster does not answer a probe within a few seconds,
+        else :class:`~feedline.exceptions.StageTimeoutError`.
+
+        Args:
+            stage: the stage's name, for the message.
+            position: the late item's position.
+            timeout: the per-item timeout that passed, in seconds.
+        """
         if not self._reachable():
             self.broken = "the Ray cluster is unreachable"
             return ClusterUnavailableError(
@@ -316,7 +387,12 @@ class RayExecutor(SlotExecutor):
         return bool(answer and answer[0])
 
     def drain(self, timeout: float) -> bool:
-        """Outstanding tasks are cancelled, not awaited: nothing to wait for."""
+        """Outstanding tasks are cancelled, not awaited: nothing to wait for. ``True``
+        unless the executor is broken.
+
+        Args:
+            timeout: unused (nothing is awaited).
+        """
         if any(slot.refs for slot in self._slots):
             self.new_generation()
         return self.broken is None
