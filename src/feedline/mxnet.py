@@ -121,10 +121,13 @@ _GPU = re.compile(r"^(gpu|cuda)(?:\((\d+)\)|:(\d+))?$")
 
 
 def torch_device(ctx: Any) -> Any:
-    """MXNet's ``ctx`` as a ``torch.device``: ``"cpu"``/``"cpu(0)"`` -> ``cpu``,
-    ``"gpu"`` -> ``cuda:0``, ``"gpu(1)"``/``"cuda:1"`` -> ``cuda:1``; also a
-    ``torch.device`` or an object with MXNet Context's ``device_type``/``device_id``.
-    Unknown names raise ``ValueError``. No device is touched (CUDA need not exist).
+    """MXNet's ``ctx`` as a ``torch.device``. No device is touched (CUDA need not exist).
+
+    Args:
+        ctx: ``"cpu"``/``"cpu(0)"`` -> ``cpu``, ``"gpu"`` -> ``cuda:0``,
+            ``"gpu(1)"``/``"cuda:1"`` -> ``cuda:1``; also a ``torch.device`` (returned
+            as it is) or an object with MXNet Context's ``device_type``/``device_id``.
+            Unknown names raise ``ValueError``, other types ``TypeError``.
 
     >>> torch_device("gpu(1)"), torch_device("cpu")
     (device(type='cuda', index=1), device(type='cpu'))
@@ -138,10 +141,13 @@ def torch_device(ctx: Any) -> Any:
 
 
 def parse_ctx(ctx: Any) -> tuple[str, int]:
-    """MXNet's ``ctx`` as ``("cpu", 0)`` or ``("gpu", N)``, without importing a framework:
-    a name (``"cpu"``, ``"gpu"``, ``"gpu(1)"``, ``"cuda:1"``), an object with MXNet
-    Context's ``device_type``/``device_id``, or a ``torch.device``. Unknown names raise
-    ``ValueError``.
+    """MXNet's ``ctx`` as ``("cpu", 0)`` or ``("gpu", N)``, without importing a framework.
+
+    Args:
+        ctx: a name (``"cpu"``, ``"cpu_pinned"``, ``"gpu"``, ``"gpu(1)"``, ``"cuda:1"``;
+            case and surrounding blanks do not matter), an object with MXNet Context's
+            ``device_type``/``device_id``, or a ``torch.device``. Unknown names raise
+            ``ValueError``, other types ``TypeError``.
 
     >>> parse_ctx("gpu(1)"), parse_ctx("cpu"), parse_ctx("cuda")
     (('gpu', 1), ('cpu', 0), ('gpu', 0))
@@ -164,13 +170,6 @@ def parse_ctx(ctx: Any) -> tuple[str, int]:
 class DataIter:
     """MXNet's ``DataIter`` protocol over a pipeline whose items are batches.
 
-    ``source`` is a :class:`~feedline.Dataset` (or any re-iterable) yielding per batch a
-    ``(data, label)`` tuple, a ``(data,)`` tuple or a bare ``data`` array (no label), or a
-    dict of arrays split by ``data_names`` / ``label_names``. Arrays are numpy or torch.
-
-    ``batch_size`` (optional) is the expected number of rows; with ``pad_last=True`` a
-    shorter batch is completed by repeating its own rows cyclically and ``pad`` says how
-    many rows were added (otherwise ``pad`` is 0 and the batch stays short).
     ``provide_data`` / ``provide_label`` describe the first batch (read ahead once, then
     served first). ``index`` is ``None`` unless the source items are ``DataBatch``.
 
@@ -190,6 +189,24 @@ class DataIter:
     [[0.0, 1.0], [2.0, 3.0]] [0.0, 1.0] 0
     [[4.0, 5.0], [6.0, 7.0]] [2.0, 3.0] 0
     [[8.0, 9.0], [8.0, 9.0]] [4.0, 4.0] 1
+
+    Args:
+        source: a :class:`~feedline.Dataset` (or any re-iterable) yielding per batch a
+            ``(data, label)`` tuple, a ``(data,)`` tuple or a bare ``data`` array (no
+            label), a dict of arrays split by ``data_names`` / ``label_names``, or a
+            :class:`DataBatch` (passed through). Arrays are numpy or torch.
+        batch_size: the expected number of rows, a positive int (else
+            ``ValueError``/``TypeError``); ``None`` (the default) leaves it unknown.
+        pad_last: complete a batch shorter than ``batch_size`` by repeating its own rows
+            cyclically, ``pad`` saying how many rows were added; needs ``batch_size``
+            (else ``ValueError``). ``False`` (the default): ``pad`` is 0 and the batch
+            stays short.
+        data_names: the keys of the data arrays in dict items, and the names in
+            ``provide_data`` when their number matches (else ``data0``, ``data1``, ...).
+        label_names: the keys of the label arrays in dict items (missing keys are
+            skipped; none present means no label), and the names in ``provide_label``
+            when their number matches (else ``label0``, ``label1``, ...).
+        layout: the ``layout`` of every :class:`DataDesc` this iterator makes.
     """
 
     def __init__(self, source: Any, *, batch_size: int | None = None,
@@ -333,7 +350,13 @@ class DataIter:
         return {"type": "data_iter", "pipeline": self._it.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` (from :meth:`get_state`)."""
+        """Continue from ``state`` (from :meth:`get_state`).
+
+        Args:
+            state: a dict :meth:`get_state` returned; anything else raises
+                :class:`~feedline.exceptions.StateError`, and a source that is not a
+                feedline ``Dataset`` raises ``TypeError``.
+        """
         from feedline.exceptions import StateError
 
         if not isinstance(state, dict) or state.get("type") != "data_iter":
