@@ -123,6 +123,11 @@ def local_rank() -> int:
 def init_from_env(backend: str | None = None) -> bool:
     """Join the process group that torchrun's environment describes.
 
+    Args:
+        backend: the ``torch.distributed`` backend; ``None``: :func:`default_backend`.
+            With ``"nccl"`` this process's CUDA device is set to ``LOCAL_RANK`` (modulo
+            the device count) first.
+
     Returns True when a group is initialized afterwards (already, or now because
     ``WORLD_SIZE`` > 1), False for a single-process job. A group this function creates
     is destroyed at interpreter exit (unless the program destroyed it first): a gloo
@@ -197,6 +202,11 @@ def leave_group() -> None:
 def wrap_ddp(module: torch.nn.Module, device: torch.device) -> Any:
     """``DistributedDataParallel(module)`` on ``device``.
 
+    Args:
+        module: the model, already on ``device``; a process group must be initialized.
+        device: a CUDA device makes it the wrapper's only device (``device_ids`` and
+            ``output_device``); any other device leaves them unset.
+
     >>> import torch, torch.distributed as dist
     >>> dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     >>> ddp = wrap_ddp(torch.nn.Linear(2, 1), torch.device("cpu"))
@@ -217,7 +227,13 @@ def wrap_ddp(module: torch.nn.Module, device: torch.device) -> Any:
 def all_reduce_sum(values: Sequence[float], device: Any = None) -> list[float]:
     """Sum ``values`` elementwise across ranks (float64); unchanged when not distributed.
 
-    ``device`` must be a CUDA device under NCCL (the CPU is used by default).
+    Args:
+        values: numbers, as many on every rank, in the same order.
+        device: where the reduced tensor lives; must be a CUDA device under NCCL
+            (``None``: the CPU).
+
+    Returns:
+        The sums as Python floats (``values`` as floats when not distributed).
 
     >>> all_reduce_sum([1.0, 2.5])                     # not distributed: unchanged
     [1.0, 2.5]
@@ -239,6 +255,16 @@ def all_reduce_sum(values: Sequence[float], device: Any = None) -> list[float]:
 
 class RankSplitDataset(RandomAccessDataset):
     """Rank ``rank``'s part of a random-access dataset; see :func:`split_dataset`.
+
+    Build it with :func:`split_dataset`, which validates the arguments (this constructor
+    does not).
+
+    Args:
+        parent: the random-access dataset to split (not empty).
+        rank: this part's rank, ``0 <= rank < world_size``.
+        world_size: the number of parts.
+        mode: ``"strided"`` or ``"contiguous"`` (see :func:`split_dataset`).
+        remainder: ``"pad"``, ``"drop"`` or ``"keep"`` (see :func:`split_dataset`).
 
     Epoch ``e`` of the part reads the parent's epoch ``e`` (so a parent
     ``global_shuffle`` reshuffles every epoch, identically on every rank).
@@ -278,7 +304,12 @@ class RankSplitDataset(RandomAccessDataset):
         return self._len
 
     def parent_index(self, k: int) -> int:
-        """Index in the parent (within one epoch) of this part's item ``k``."""
+        """Index in the parent (within one epoch) of this part's item ``k``.
+
+        Args:
+            k: 0-based index of an item of this part (``0 <= k < len(self)``); a
+                padded item's index wraps around to the parent's first items.
+        """
         if self.mode == "strided":
             j = k * self.world_size + self._start
         else:
@@ -300,12 +331,21 @@ def split_dataset(
 ) -> RankSplitDataset:
     """Rank ``rank`` of ``world_size``'s part of a random-access dataset of ``n`` items.
 
-    ``mode="strided"``: items ``rank, rank + W, rank + 2W, ...``; ``"contiguous"``: one
-    block of consecutive items per rank. ``remainder`` decides what happens when ``W``
-    does not divide ``n``: ``"pad"`` gives every rank ``ceil(n / W)`` items, the missing
-    ones taken again from the start of the data; ``"drop"`` gives every rank
-    ``floor(n / W)`` items; ``"keep"`` gives the first ``n % W`` ranks one more item
-    (every item exactly once, unequal counts — for evaluation, never for training).
+    Args:
+        dataset: a :class:`~feedline.dataset.base.RandomAccessDataset` (len + getitem);
+            a stream raises ``TypeError``, an empty one ``ValueError``.
+        rank: this process's rank, an int ``0 <= rank < world_size`` (else
+            ``ValueError``/``TypeError``).
+        world_size: the number of ranks ``W``, a positive int.
+        mode: ``"strided"``: items ``rank, rank + W, rank + 2W, ...``;
+            ``"contiguous"``: one block of consecutive items per rank. Other values
+            raise ``ValueError``.
+        remainder: what happens when ``W`` does not divide ``n``: ``"pad"`` gives every
+            rank ``ceil(n / W)`` items, the missing ones taken again from the start of
+            the data; ``"drop"`` gives every rank ``floor(n / W)`` items; ``"keep"``
+            gives the first ``n % W`` ranks one more item (every item exactly once,
+            unequal counts — for evaluation, never for training). Other values raise
+            ``ValueError``.
 
     Shuffle *before* splitting (``global_shuffle(seed=...)`` with the same seed on every
     rank) so that the ranks split one common order.
@@ -405,11 +445,22 @@ def launch(
 
     Each process gets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/``MASTER_ADDR``/
     ``MASTER_PORT`` set as torchrun would, joins the group on a free port of 127.0.0.1
-    (``backend``: default :func:`default_backend`) and leaves it when ``fn`` returns.
-    ``threads_per_process``: ``torch.set_num_threads`` in each process (on the CPU the
-    default divides this machine's cores among the processes). An exception in any
-    process ends them all and is raised here as a ``RuntimeError`` with that process's
-    traceback. The processes are a :class:`RankPool` holding ``fn(*args)``'s result.
+    and leaves it when ``fn`` returns. An exception in any process ends them all and is
+    raised here as a ``RuntimeError`` with that process's traceback. The processes are a
+    :class:`RankPool` holding ``fn(*args)``'s result.
+
+    Args:
+        fn: an importable (picklable) function, called as ``fn(*args)`` in every
+            process; its result must pickle too.
+        nprocs: the number of processes, a positive int (else ``ValueError``/``TypeError``).
+        backend: ``"gloo"``, ``"nccl"`` or ``"mpi"`` (else ``ValueError``); ``None``:
+            :func:`default_backend`.
+        threads_per_process: ``torch.set_num_threads`` in each process; ``None``: with
+            gloo, this machine's cores divided among the processes (at least 1), else
+            torch's default.
+
+    Raises:
+        RuntimeError: called inside a process group, or a process failed.
 
     A typical call (starting processes takes seconds, so the run is not shown as an
     example here)::
@@ -490,6 +541,16 @@ class RankPool:
     in a collective). :meth:`close` calls ``__exit__(None, None, None)`` of every rank's
     object, then ends the processes. Everything passed must pickle.
 
+    Args:
+        factory: a picklable callable; ``factory(*args)`` builds each rank's object
+            after the process has joined the group.
+        nprocs: the number of processes, a positive int (else ``ValueError``/``TypeError``).
+        backend: ``"gloo"``, ``"nccl"`` or ``"mpi"`` (else ``ValueError``); ``None``:
+            :func:`default_backend`.
+        threads_per_process: ``torch.set_num_threads`` in each process; ``None``: with
+            gloo, this machine's cores divided among the processes (at least 1), else
+            torch's default.
+
     Starting processes takes seconds, so the run is not shown as an example here; the
     arguments are checked before any process starts:
 
@@ -556,7 +617,15 @@ class RankPool:
         return answers[0][1]
 
     def call(self, name: str, *args: Any) -> Any:
-        """Run ``obj.name(*args)`` on every rank; rank 0's result."""
+        """Run ``obj.name(*args)`` on every rank; rank 0's result.
+
+        Args:
+            name: the name of a method of the object each rank holds; ``*args`` are
+                passed to it and must pickle.
+
+        Raises:
+            RuntimeError: the pool is closed, or a rank failed (all ranks then stop).
+        """
         if not self._procs:
             raise RuntimeError("the processes of this pool have ended")
         for conn in self._conns:

@@ -50,6 +50,9 @@ class Event:
 class BeginPass(Event):
     """A pass starts.
 
+    Args:
+        pass_id: 0-based index of the pass.
+
     >>> BeginPass(pass_id=2)
     BeginPass(pass_id=2)
     """
@@ -60,6 +63,10 @@ class BeginPass(Event):
 @dataclass(frozen=True)
 class BeginIteration(Event):
     """A batch was read and is about to be trained on.
+
+    Args:
+        pass_id: 0-based index of the pass.
+        batch_id: 0-based index of the batch in the pass.
 
     >>> e = BeginIteration(pass_id=0, batch_id=7)
     >>> e.pass_id, e.batch_id
@@ -73,6 +80,14 @@ class BeginIteration(Event):
 @dataclass(frozen=True)
 class EndIteration(Event):
     """A batch was trained on: its mean ``cost`` and ``metrics``.
+
+    Args:
+        pass_id: 0-based index of the pass.
+        batch_id: 0-based index of the batch in the pass.
+        cost: the batch's mean cost (global under data parallel).
+        metrics: ``{name: value}`` of the batch, e.g. ``accuracy`` (global under data
+            parallel).
+        batch_size: samples in the batch (all ranks' together under data parallel).
 
     >>> e = EndIteration(pass_id=1, batch_id=3, cost=0.25, metrics={"accuracy": 0.9}, batch_size=32)
     >>> e.cost, e.metrics["accuracy"], e.batch_size
@@ -88,8 +103,13 @@ class EndIteration(Event):
 
 @dataclass(frozen=True)
 class TestResult(Event):
-    """The result of a test pass: mean ``cost`` and ``metrics`` over ``samples`` samples
-    (``pass_id``: the training pass it followed, or ``None`` for a standalone test).
+    """The result of a test pass: mean ``cost`` and ``metrics`` over ``samples`` samples.
+
+    Args:
+        pass_id: the training pass it followed, or ``None`` for a standalone test.
+        cost: the mean cost over the test samples.
+        metrics: ``{name: mean}`` over the test samples.
+        samples: the number of test samples.
 
     >>> TestResult(pass_id=None, cost=0.5, metrics={"accuracy": 0.75}, samples=100)
     TestResult(pass_id=None, cost=0.5, metrics={'accuracy': 0.75}, samples=100)
@@ -106,6 +126,12 @@ class TestResult(Event):
 @dataclass(frozen=True)
 class EndPass(Event):
     """A pass ended: its mean ``cost`` and ``metrics``, and its ``test`` result if any.
+
+    Args:
+        pass_id: 0-based index of the pass.
+        cost: the pass's cost, the sample-weighted mean of its batches' costs.
+        metrics: ``{name: sample-weighted mean}`` over the pass's batches.
+        test: the :class:`TestResult` of the test pass that followed it, or ``None``.
 
     >>> end = EndPass(pass_id=0, cost=1.5, test=TestResult(pass_id=0, cost=1.25, samples=10))
     >>> end.cost, end.metrics, end.test.cost

@@ -28,6 +28,14 @@ def reduce_batch(batch_size: int, cost: float, metrics: Mapping[str, float], dev
     """The global batch's size, mean cost and mean metrics over all ranks (the inputs
     unchanged when not distributed).
 
+    Args:
+        batch_size: this rank's samples in the batch (the weight of its means).
+        cost: this rank's mean cost of the batch.
+        metrics: this rank's ``{name: mean}`` of the batch; every rank must pass the
+            same names.
+        device: where the sums are reduced (see :func:`~feedline.train.distributed.all_reduce_sum`:
+            a CUDA device under NCCL; ``None``: the CPU).
+
     >>> reduce_batch(4, 0.5, {"accuracy": 0.75})     # not distributed: unchanged
     (4, 0.5, {'accuracy': 0.75})
     """
@@ -61,7 +69,13 @@ class MetricSums:
         self.metrics: dict[str, float] = {}
 
     def add(self, batch_size: int, *, cost: float, metrics: Mapping[str, float]) -> None:
-        """Add one batch's mean ``cost`` and ``metrics`` over ``batch_size`` samples."""
+        """Add one batch's mean ``cost`` and ``metrics`` over ``batch_size`` samples.
+
+        Args:
+            batch_size: samples in the batch (the weight of its means).
+            cost: the batch's mean cost.
+            metrics: ``{name: mean}`` of the batch; a name not seen before starts at 0.
+        """
         self.samples += batch_size
         self.cost += cost * batch_size
         for name, value in metrics.items():
@@ -77,7 +91,11 @@ class MetricSums:
     def all_reduce(self, names: list[str] | None = None, device: Any = None) -> None:
         """Replace the sums by their totals over all ranks (no-op when not distributed).
 
-        ``names``: the metrics every rank knows (a rank without samples has none yet).
+        Args:
+            names: the metrics to reduce, the same list on every rank (a rank without
+                samples has none yet); ``None``: this rank's metric names.
+            device: where the sums are reduced (a CUDA device under NCCL; ``None``: the
+                CPU).
         """
         if not is_distributed():
             return
@@ -92,6 +110,12 @@ class MetricSums:
         return {"samples": self.samples, "cost": self.cost, "metrics": dict(self.metrics)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned.
+
+        Args:
+            state: ``{"samples", "cost", "metrics"}``; anything else raises
+                :class:`~feedline.exceptions.CheckpointError`.
+        """
         try:
             self.samples = int(state["samples"])
             self.cost = float(state["cost"])
