@@ -162,6 +162,12 @@ def pack_exception(exc: BaseException, *, phase: str, worker: int) -> tuple:
     a pickle round trip as its own type (else ``None``), its type name and message, the
     formatted traceback, the phase (``"mapping"``/``"reading"``), the worker and its pid.
 
+    Args:
+        exc: the exception to send back.
+        phase: what the worker was doing: ``"mapping"`` (in the function) or
+            ``"reading"`` (in ``source._getitem``).
+        worker: the worker's index in its pool.
+
     >>> try:
     ...     int("x")
     ... except ValueError as e:
@@ -190,6 +196,11 @@ def unpack_exception(payload: tuple, *, stage: str, position: int | None = None)
     when it unpickles, else :class:`WorkerError`; ``__cause__`` is a
     :class:`RemoteTraceback` with the worker's traceback, and a note names the stage,
     worker, pid and item position.
+
+    Args:
+        payload: the tuple :func:`pack_exception` made.
+        stage: the stage's name, for the note.
+        position: the item's position, for the note; ``None`` leaves it out.
 
     >>> try:
     ...     int("x")
@@ -538,17 +549,35 @@ def _describe_exit(code: int | None) -> str:
 class WorkerPool:
     """``workers`` processes applying ``fn``; see the module docstring.
 
-    ``source``: a random-access dataset (workers call ``source._getitem(base + pos)``) or
-    ``None`` (tasks carry the items); a source may also take :meth:`configure` messages
-    (``source._configure(payload)``, which must not raise) and end its data with
-    :class:`EndOfInput`. ``transport``: ``"shm"``, ``"pipe"`` or ``"auto"``
-    (shared memory; pipes with a :class:`RuntimeWarning` when ``/dev/shm`` is missing or
-    has less free space than the initial ring needs). ``result_block`` is the initial size
-    of each result block; blocks grow on demand. ``depth``: chunks outstanding per worker
-    over shared memory (default 3; always 1 over pipes). ``nested``: workers may start
-    processes of their own. ``nice``: added to the workers' niceness (lower CPU
-    priority; their own children inherit it). A process forked from the one that made
-    the pool sees it as not :meth:`alive` and never stops, signals or cancels its workers.
+    A process forked from the one that made the pool sees it as not :meth:`alive` and
+    never stops, signals or cancels its workers.
+
+    Args:
+        fn: the function the workers apply to each item.
+        source: a random-access dataset (workers call ``source._getitem(base + pos)``) or
+            ``None`` (tasks carry the items); a source may also take :meth:`configure`
+            messages (``source._configure(payload)``, which must not raise) and end its
+            data with :class:`EndOfInput`.
+        workers: how many worker processes to start.
+        stage: the stage's name, in process names and error messages.
+        start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"``; ``None`` uses
+            :func:`default_start_method`. Another value raises ``ValueError``; with
+            ``spawn``/``forkserver``, a function or source that does not pickle raises
+            ``TypeError``.
+        transport: ``"shm"``, ``"pipe"`` or ``"auto"`` (shared memory; pipes with a
+            :class:`RuntimeWarning` when ``/dev/shm`` is missing or has less free space
+            than the initial ring needs); another value raises ``ValueError``, and
+            ``"shm"`` without room raises :class:`~feedline.exceptions.SharedMemoryError`.
+        result_block: the initial size in bytes of each result block; blocks grow on demand.
+        depth: chunks outstanding per worker over shared memory (values below 1 count as
+            1); always 1 over pipes.
+        nested: workers may start processes of their own.
+        nice: added to the workers' niceness (lower CPU priority; their own children
+            inherit it).
+
+    Raises:
+        PipelineError: when this process is itself a daemonic worker (for example a
+            DataLoader worker), which may not have children.
 
     >>> pool = WorkerPool(len, None, workers=1, stage="doc", transport="pipe")
     >>> gen = pool.new_generation()
@@ -652,7 +681,11 @@ class WorkerPool:
         return "shm"
 
     def add_workers(self, count: int) -> None:
-        """Start ``count`` more workers (numbered after the existing ones)."""
+        """Start ``count`` more workers (numbered after the existing ones).
+
+        Args:
+            count: how many workers to start.
+        """
         for _ in range(count):
             link = self._start_one(len(self._links))
             self._links.append(link)
@@ -711,7 +744,11 @@ class WorkerPool:
         return [link.pid for link in self._links]
 
     def outstanding(self, worker: int) -> deque[list[int]]:
-        """Positions of the chunks sent to ``worker`` and not yet collected, oldest first."""
+        """Positions of the chunks sent to ``worker`` and not yet collected, oldest first.
+
+        Args:
+            worker: the worker's index.
+        """
         return self._links[worker].outstanding
 
     def new_generation(self) -> int:
@@ -729,7 +766,12 @@ class WorkerPool:
 
     def progress(self, worker: int) -> tuple[int, float] | None:
         """``(position, started)`` of the item ``worker`` is on (``started`` in
-        ``time.monotonic()`` seconds), or ``None`` between items or when untracked."""
+        ``time.monotonic()`` seconds), or ``None`` between items, when untracked (index
+        ``>= MAX_TRACKED_WORKERS``) or once the pool is broken.
+
+        Args:
+            worker: the worker's index.
+        """
         if worker >= MAX_TRACKED_WORKERS or self.broken:
             return None
         pos, started = _SLOT.unpack_from(self._control[0].view, _SLOT_BASE + _SLOT.size * worker)
@@ -737,20 +779,48 @@ class WorkerPool:
 
     def reseed(self, worker: int, seed: tuple[int, int, bool] | None) -> None:
         """Make ``worker`` seed each item of its next tasks from ``(seed, epoch, position)``
-        (``seed`` is ``(seed, epoch, exact)``; see :func:`~feedline.runtime.executor.run_chunk`)."""
+        (see :func:`~feedline.runtime.executor.run_chunk`).
+
+        Args:
+            worker: the worker's index.
+            seed: ``(seed, epoch, exact)``, or ``None`` for no per-item seeding.
+        """
         self._send(worker, (_SEED, seed))
 
     def error(self, payload: tuple, *, stage: str, position: int) -> BaseException:
-        """The exception an ``ERROR`` entry's payload stands for (:func:`unpack_exception`)."""
+        """The exception an ``ERROR`` entry's payload stands for (:func:`unpack_exception`).
+
+        Args:
+            payload: the packed exception from the worker.
+            stage: the stage's name, for the note.
+            position: the item's position, for the note.
+        """
         return unpack_exception(payload, stage=stage, position=position)
 
     def configure(self, worker: int, payload: Any) -> None:
-        """Make ``worker`` call ``source._configure(payload)`` before its next task."""
+        """Make ``worker`` call ``source._configure(payload)`` before its next task.
+
+        Args:
+            worker: the worker's index.
+            payload: passed to ``source._configure``; must pickle.
+        """
         self._send(worker, (_CONFIG, payload))
 
     def submit(self, worker: int, generation: int, base: int, positions: list[int],
                items: list | None) -> None:
-        """Queue a chunk: ``fn`` of ``items`` (or of ``source._getitem(base + p)``)."""
+        """Queue a chunk: ``fn`` of ``items`` (or of ``source._getitem(base + p)``).
+        ``PipelineError`` when the worker already has ``depth`` chunks outstanding,
+        :class:`WorkerDiedError` when it is gone.
+
+        Args:
+            worker: the worker's index.
+            generation: the chunk's generation; items still queued when a newer one
+                starts are answered ``(CANCELLED, None)`` without calling ``fn``.
+            base: added to each position to read ``source._getitem(base + position)``.
+            positions: the items' positions.
+            items: the items, one per position (they must pickle), or ``None`` to read
+                them from ``source``.
+        """
         link = self._links[worker]
         if len(link.outstanding) >= self.depth:
             raise PipelineError(f"worker {worker} already has {self.depth} chunks outstanding")
@@ -772,7 +842,12 @@ class WorkerPool:
     def ready(self, workers: Sequence[int], timeout: float | None) -> list[int]:
         """Wait up to ``timeout`` seconds until some of ``workers`` have a reply; return
         those that do. A worker that died without replying raises
-        :class:`WorkerDiedError` at once."""
+        :class:`WorkerDiedError` at once; a broken pool raises ``PipelineError``.
+
+        Args:
+            workers: the worker indices to wait on.
+            timeout: most seconds to wait (``None``: no limit); ``[]`` when it passed.
+        """
         if self.broken:
             raise PipelineError(f"the workers of stage {self.stage!r} are unusable: {self.broken}")
         wanted = set(workers)
@@ -796,7 +871,12 @@ class WorkerPool:
         return got
 
     def collect(self, worker: int) -> tuple[list[int], list, float, int]:
-        """Read ``worker``'s oldest reply: (positions, entries, busy seconds, bytes)."""
+        """Read ``worker``'s oldest reply: (positions, entries, busy seconds, bytes).
+
+        Args:
+            worker: a worker :meth:`ready` returned; one that died raises
+                :class:`WorkerDiedError`.
+        """
         link = self._links[worker]
         try:
             entries, busy = link.rx.recv()
@@ -825,7 +905,11 @@ class WorkerPool:
 
     def drain(self, timeout: float) -> bool:
         """Collect and discard every outstanding reply (after :meth:`cancel`); ``False`` if
-        it took longer than ``timeout`` seconds or a worker died (the pool is then broken)."""
+        it took longer than ``timeout`` seconds or a worker died (the pool is then broken).
+
+        Args:
+            timeout: most seconds to spend.
+        """
         deadline = time.monotonic() + timeout
         try:
             while True:
@@ -885,7 +969,14 @@ class PoolKeeper(Generic[P]):
              fits: bool = True, drain_timeout: float = 3.0) -> P:
         """``pool`` (from :meth:`take_idle`) when it is usable — alive, ``fits``, and its
         outstanding work drained within ``drain_timeout`` seconds — else a new pool from
-        ``make()`` (the old one is shut down); either way recorded as lent."""
+        ``make()`` (the old one is shut down); either way recorded as lent.
+
+        Args:
+            pool: the idle pool to reuse, or ``None``.
+            make: makes a new pool when ``pool`` cannot be reused.
+            fits: whether ``pool`` suits the borrower (``False`` always makes a new one).
+            drain_timeout: seconds ``pool``'s outstanding work may take to drain.
+        """
         if pool is not None and not (pool.alive() and fits and pool.drain(drain_timeout)
                                      and pool.alive()):
             pool.shutdown()
@@ -896,14 +987,23 @@ class PoolKeeper(Generic[P]):
 
     def lend_as_is(self, pool: P) -> P:
         """Record ``pool`` as lent without checking or draining it (its outstanding work
-        is the borrower's)."""
+        is the borrower's).
+
+        Args:
+            pool: the pool to record.
+        """
         with self._lock:
             self._leased.add(pool)
         return pool
 
     def release(self, pool: P, extra: Any = None) -> None:
         """Take ``pool`` back: kept idle (with ``extra``) unless another is, it is broken
-        or the stage is gone; else shut down."""
+        or the stage is gone; else shut down.
+
+        Args:
+            pool: the pool handed back.
+            extra: what the next borrower gets with it (:meth:`take_idle`).
+        """
         with self._lock:
             self._leased.discard(pool)
             keep = (not self._orphaned and self._idle is None and pool.broken is None
