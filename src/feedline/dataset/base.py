@@ -727,11 +727,12 @@ class Dataset(Generic[T]):
 
     def zip(self, *others: Dataset, strict: bool = False) -> Dataset[tuple]:
         """Tuples of one item from each dataset; ends with the shortest (``strict=True``:
-        raises ``ValueError`` unless all end together).
+        raises :class:`~feedline.exceptions.ComposeNotAligned` unless all end together).
 
         Args:
-            strict: ``True`` raises ``ValueError`` when one dataset ends while another
-                still has items; ``False`` ends silently with the shortest.
+            strict: ``True`` raises :class:`~feedline.exceptions.ComposeNotAligned` (a
+                ``ValueError``) when one dataset ends while another still has items;
+                ``False`` ends silently with the shortest.
 
         >>> Dataset.range(3).zip(Dataset.from_iterable(["a", "b"])).to_list()
         [(0, 'a'), (1, 'b')]
@@ -902,8 +903,8 @@ class Dataset(Generic[T]):
             pin_memory: pin the tensors when iterated in the main process (with worker
                 processes, pass ``pin_memory=True`` to the DataLoader instead).
             rank: this rank (iterable form only; default: ``torch.distributed``'s, else
-                ``RANK``). Given for a random-access pipeline: ``ValueError`` (split it with
-                the DataLoader's sampler).
+                ``RANK``). Given for a random-access pipeline not yet split by rank:
+                ``ValueError`` (split it with the DataLoader's sampler).
             world_size: the number of ranks (iterable form only; default as for
                 ``rank``).
 

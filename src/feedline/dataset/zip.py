@@ -27,8 +27,9 @@ class ZipDataset(Dataset):
     Args:
         datasets: the datasets zipped (an element that is not a :class:`Dataset` raises
             ``TypeError``).
-        strict: ``True`` raises ``ValueError`` when one dataset ends while another still
-            has items; ``False`` ends with the shortest.
+        strict: ``True`` raises :class:`~feedline.exceptions.ComposeNotAligned` naming
+            which dataset ended while another still has items; ``False`` ends with the
+            shortest.
 
     >>> ds = Dataset.range(3).zip(Dataset.from_iterable(["a", "b"]))
     >>> type(ds).__name__, ds.to_list()
