@@ -119,6 +119,11 @@ def detect_format(path: str | os.PathLike, *,
     ``"cifar10"``, ``"empty"``, ``"unknown"``; ``compression`` is ``None``,
     ``"GZIP"`` or ``"ZLIB"`` (for TFRecord, IDX, CSV and text).
 
+    Args:
+        path: a local path or a URL; only its first bytes (and its size) are read, its
+            name is not looked at. A missing file raises ``FileNotFoundError``.
+        storage_options: passed to fsspec for a URL (see :mod:`feedline.storage.fs`).
+
     >>> import os, tempfile
     >>> from feedline import recordio
     >>> from feedline.tfrecord import write

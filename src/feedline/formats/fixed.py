@@ -122,13 +122,21 @@ class FixedLengthRecords(_FixedOptions):
     """Random access to the fixed-length records of one or more files.
 
     ``len()`` counts complete records over all files; ``records[i]`` reads record ``i``
-    with one positional read (thread-safe; negative ``i`` counts from the end). A
-    partial trailing record raises at construction under ``on_error="raise"``; under
-    ``"skip"``/``"warn"`` it is left out. Iterating (or :meth:`iterator`) streams the
-    records through a :class:`FixedLengthIterator`.
+    with one positional read (thread-safe; negative ``i`` counts from the end).
+    Iterating (or :meth:`iterator`) streams the records through a
+    :class:`FixedLengthIterator`.
 
-    Indexing needs local files (positional reads; a URL raises ``ValueError`` there);
-    ``len()`` and iterating also work on fsspec URLs read with ``storage_options``.
+    Args:
+        paths: one path or a list of paths. Indexing needs local files (positional
+            reads; a URL raises ``ValueError`` there); ``len()`` and iterating also work
+            on fsspec URLs. Anything else raises ``TypeError``.
+        record_bytes: the length of every record, a positive int.
+        header_bytes: bytes to skip at the start of each file (default 0).
+        footer_bytes: bytes to ignore at the end of each file (default 0).
+        on_error: what a partial trailing record does: ``"raise"`` (the default) raises
+            :class:`~feedline.exceptions.CorruptRecordError` when the files are first
+            measured (``len()`` or indexing); ``"skip"``/``"warn"`` leave it out.
+        storage_options: passed to fsspec for URLs.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "f.bin")
@@ -184,6 +192,12 @@ class FixedLengthRecords(_FixedOptions):
         return data
 
     def iterator(self, state: dict[str, Any] | None = None) -> FixedLengthIterator:
+        """A :class:`FixedLengthIterator` over the records, with the same options.
+
+        Args:
+            state: a state from :meth:`FixedLengthIterator.get_state` to resume at;
+                ``None`` (the default) starts at the first record.
+        """
         it = FixedLengthIterator(
             self.paths,
             self.record_bytes,
@@ -204,11 +218,19 @@ class FixedLengthIterator(_FixedOptions, DatasetIterator[bytes]):
     """Streams fixed-length records file after file.
 
     State: ``{"type": "fixed", "file": f, "offset": o, "index": i, "skipped": s}`` —
-    the next record is at byte ``o`` of file ``f`` and is record ``i`` overall.
+    the next record is at byte ``o`` of file ``f`` and is record ``i`` overall. Each file
+    is opened when the iterator reaches it.
 
-    Paths may be fsspec URLs (``s3://``, ``gs://``, ``memory://``, ``file://``) read
-    with ``storage_options`` (construction arguments, not state); each file is opened
-    when the iterator reaches it.
+    Args:
+        paths: one path or a list of paths; fsspec URLs (``s3://``, ``gs://``,
+            ``memory://``, ``file://``) are read through fsspec.
+        record_bytes: the length of every record, a positive int.
+        header_bytes: bytes to skip at the start of each file (default 0).
+        footer_bytes: bytes to ignore at the end of each file (default 0).
+        on_error: what a partial trailing record does: ``"raise"`` (the default) raises
+            :class:`~feedline.exceptions.CorruptRecordError` when reached;
+            ``"skip"``/``"warn"`` leave it out and count it in ``skipped``.
+        storage_options: passed to fsspec for URLs (construction arguments, not state).
 
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
@@ -304,6 +326,13 @@ class FixedLengthIterator(_FixedOptions, DatasetIterator[bytes]):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Resume at a position :meth:`get_state` returned.
+
+        Args:
+            state: a ``{"type": "fixed", ...}`` dict from :meth:`get_state`; another
+                type, a file number out of range or an offset off a record boundary
+                raises :class:`~feedline.exceptions.StateError`.
+        """
         check_state(state, "fixed", ("file", "offset", "index"))
         file, offset = state["file"], state["offset"]
         if not (isinstance(file, int) and 0 <= file <= len(self.paths)):
@@ -334,8 +363,18 @@ class FixedLengthIterator(_FixedOptions, DatasetIterator[bytes]):
 @takes_arguments_of(FixedLengthIterator)
 def read_fixed(*args: Any, **kwargs: Any) -> FixedLengthIterator:
     """Iterate over the ``record_bytes``-long records of one file or a list of files
-    (``FixedLengthRecordDataset`` semantics; see the module docstring). Paths may be
-    fsspec URLs read with ``storage_options``.
+    (``FixedLengthRecordDataset`` semantics; see the module docstring).
+
+    Returns a :class:`FixedLengthIterator`, whose options these are.
+
+    Args:
+        paths: one path or a list of paths (local or fsspec URLs).
+        record_bytes: the length of every record, a positive int.
+        header_bytes: bytes to skip at the start of each file (default 0).
+        footer_bytes: bytes to ignore at the end of each file (default 0).
+        on_error: what a partial trailing record does: ``"raise"`` (the default),
+            ``"skip"`` or ``"warn"``.
+        storage_options: passed to fsspec for URLs.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "f.bin")
@@ -369,6 +408,12 @@ def read_cifar10(
     """Yield ``(label, image)`` from CIFAR-10 binary files (``data_batch_*.bin``):
     ``label`` an int 0-9, ``image`` a ``32x32x3`` (HWC, RGB) uint8 array.
 
+    Args:
+        paths: one path or a list of paths (local or fsspec URLs).
+        on_error: what a partial trailing record does: ``"raise"`` (the default),
+            ``"skip"`` or ``"warn"``.
+        storage_options: passed to fsspec for URLs.
+
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "c.bin")
     >>> planes = bytes([10]) * 1024 + bytes([20]) * 1024 + bytes([30]) * 1024  # R, G, B
@@ -388,6 +433,12 @@ def read_cifar100(
 ) -> DatasetIterator:
     """Yield ``((coarse_label, fine_label), image)`` from CIFAR-100 binary files
     (``train.bin``, ``test.bin``); ``image`` is ``32x32x3`` (HWC, RGB) uint8.
+
+    Args:
+        paths: one path or a list of paths (local or fsspec URLs).
+        on_error: what a partial trailing record does: ``"raise"`` (the default),
+            ``"skip"`` or ``"warn"``.
+        storage_options: passed to fsspec for URLs.
 
     >>> import os, tempfile
     >>> import numpy as np

@@ -101,6 +101,12 @@ def _decode_stream(f: IO[bytes] | gzip.GzipFile, path: str | None) -> np.ndarray
 def decode_idx(data: bytes, *, path: str | None = None) -> np.ndarray:
     """Decode IDX bytes (gzipped or not) to a native-endian numpy array.
 
+    Args:
+        data: the file's bytes, bytes-like; a bad header, truncated or extra data, or a
+            damaged gzip stream raises :class:`~feedline.exceptions.CorruptRecordError`
+            naming the byte offset.
+        path: the file name to put in errors; it changes nothing else.
+
     >>> decode_idx(bytes.fromhex("00000801" "00000002" "0709"))
     array([7, 9], dtype=uint8)
     """
@@ -122,8 +128,10 @@ def _decode_any(f: IO[bytes], path: str | None) -> np.ndarray:
 def read_idx(path: str | os.PathLike, *, storage_options: dict | None = None) -> np.ndarray:
     """Read the IDX file at ``path`` (gzipped or not) into a native-endian array.
 
-    ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``)
-    read with ``storage_options``.
+    Args:
+        path: a local path or an fsspec URL (``s3://``, ``gs://``, ``memory://``,
+            ``file://``). Damage raises :class:`~feedline.exceptions.CorruptRecordError`.
+        storage_options: passed to fsspec for a URL.
 
     >>> import os, tempfile
     >>> import numpy as np
@@ -138,9 +146,12 @@ def read_idx(path: str | os.PathLike, *, storage_options: dict | None = None) ->
 
 
 def encode_idx(array: Any) -> bytes:
-    """The IDX bytes (uncompressed) for ``array``, which must be uint8, int8, int16,
-    int32, float32 or float64 (any byte order), with at most 255 dimensions each below
-    2**32.
+    """The IDX bytes (uncompressed) for ``array``.
+
+    Args:
+        array: anything ``np.asarray`` takes, of dtype uint8, int8, int16, int32, float32
+            or float64 (any byte order; another dtype raises ``TypeError``), with at most
+            255 dimensions each below 2**32 (else ``ValueError``).
 
     >>> import numpy as np
     >>> encode_idx(np.array([[1, 2], [3, 4]], dtype=np.uint8))   # magic, 2 dims, data
@@ -164,9 +175,15 @@ def encode_idx(array: Any) -> bytes:
 def write_idx(
     path: str | os.PathLike, array: Any, *, compress: bool | None = None
 ) -> None:
-    """Write ``array`` as an IDX file; gzipped when ``compress`` is true, or when it is
-    ``None`` (default) and ``path`` ends with ``.gz``. The gzip stream is written with
-    mtime 0, so equal arrays give equal files.
+    """Write ``array`` as an IDX file. The gzip stream is written with mtime 0, so equal
+    arrays give equal files.
+
+    Args:
+        path: the local file to write; it is replaced atomically, so a failed write leaves
+            no partial file.
+        array: the data, as :func:`encode_idx` takes it.
+        compress: true gzips the file, false does not; ``None`` (the default) gzips when
+            ``path`` ends with ``.gz``.
 
     >>> import os, tempfile
     >>> import numpy as np

@@ -28,8 +28,13 @@ _FLAGS = {dtype: flag for flag, dtype in _DTYPES.items()}
 
 
 def save(path: str | os.PathLike, data: Mapping[str, Any] | Sequence[Any]) -> None:
-    """Write ``data`` (a dict name -> array, or a list of arrays) to ``path`` as
-    ``mx.nd.save`` does, atomically (a temporary file renamed into place).
+    """Write ``data`` to ``path`` as ``mx.nd.save`` does, atomically (a temporary file
+    renamed into place).
+
+    Args:
+        path: the local file to write.
+        data: a dict name -> array (names are written) or a list of arrays, as
+            :func:`dumps` takes it.
 
     >>> import os, tempfile
     >>> import numpy as np
@@ -43,6 +48,12 @@ def save(path: str | os.PathLike, data: Mapping[str, Any] | Sequence[Any]) -> No
 
 def dumps(data: Mapping[str, Any] | Sequence[Any]) -> bytes:
     """The bytes :func:`save` writes.
+
+    Args:
+        data: a dict name -> array (keys written with ``str``) or a list of arrays
+            (anything else raises ``TypeError``). Arrays must have a dtype MXNet can hold
+            (float32, float64, float16, uint8, int32, int8, int64, bool; else
+            ``TypeError``); 0-d arrays are written with shape ``(1,)``.
 
     >>> dumps([np.array([1], np.uint8)]).hex()[:48]
     '120100000000000000000000000000000100000000000000'
@@ -79,6 +90,10 @@ def load(path: str | os.PathLike) -> dict[str, np.ndarray | None] | list[np.ndar
     """Read an NDArray list file: a dict name -> array when the file names its arrays
     (as ``mx.nd.save(path, dict)`` writes), else a list.
 
+    Args:
+        path: a local file; damage raises :class:`~feedline.exceptions.CorruptRecordError`
+            naming the array and the byte offset.
+
     >>> import os, tempfile
     >>> import numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "list.nd")
@@ -92,7 +107,11 @@ def load(path: str | os.PathLike) -> dict[str, np.ndarray | None] | list[np.ndar
 
 
 def loads(blob: bytes, *, path: str | None = None) -> dict[str, Any] | list[Any]:
-    """Parse the bytes of an NDArray list file (``path`` names it in errors).
+    """Parse the bytes of an NDArray list file, as :func:`load` returns them.
+
+    Args:
+        blob: the file's bytes.
+        path: the file name to put in errors; it changes nothing else.
 
     >>> import os, tempfile
     >>> import numpy as np

@@ -26,9 +26,13 @@ _BLOCK = 1 << 20
 def detect_compression(
     path: str | os.PathLike, *, storage_options: dict | None = None
 ) -> str | None:
-    """``"GZIP"``, ``"ZLIB"`` or ``None`` for the file at ``path`` (a local path or a URL;
-    ``storage_options`` go to fsspec): a gzip or zlib header whose first kilobytes
-    actually decompress, or any such header in a file named ``*.gz``, ``*.zlib``, ...
+    """``"GZIP"``, ``"ZLIB"`` or ``None`` for the file at ``path``: a gzip or zlib header
+    whose first kilobytes actually decompress, or any such header in a file named
+    ``*.gz``, ``*.zlib``, ...
+
+    Args:
+        path: a local path or a URL.
+        storage_options: passed to fsspec for a URL (see :mod:`feedline.storage.fs`).
 
     >>> import gzip, os, tempfile
     >>> d = tempfile.mkdtemp()
@@ -74,16 +78,26 @@ _SUFFIXES = {"GZIP": (".gz", ".gzip"), "ZLIB": (".zz", ".zlib", ".z")}
 class TextLineReader(DatasetIterator[Any]):
     """Iterator over the lines of one text file (see the module docstring).
 
-    ``encoding``: ``None`` (``bytes`` lines, default) or a codec name (``str`` lines; a
-    line that does not decode raises :class:`~feedline.exceptions.DecodeError` naming
-    path, line and byte offset). ``line_number`` is the number of lines read so far.
-    ``next_batch(n)`` returns up to ``n`` lines at once. ``skip_header_lines`` and
-    ``with_key`` are described at :func:`read_lines`.
+    ``line_number`` is the number of lines read so far. ``next_batch(n)`` returns up to
+    ``n`` lines at once. The file is opened on first use (a read, ``set_state``, or
+    asking for ``compression`` when it is ``"auto"``).
 
-    ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``);
-    ``storage_options`` are passed to fsspec (construction arguments, not state). The
-    file is opened on first use (a read, ``set_state``, or asking for ``compression``
-    when it is ``"auto"``).
+    Args:
+        path: a local path or an fsspec URL (``s3://``, ``gs://``, ``memory://``,
+            ``file://``).
+        compression: ``"auto"`` (the default: see :func:`detect_compression`), ``None``,
+            ``"GZIP"`` or ``"ZLIB"``; anything else raises ``ValueError``.
+        encoding: ``None`` (the default) yields ``bytes`` lines; a codec name yields
+            ``str`` lines (an unknown codec raises ``LookupError``; a line that does not
+            decode raises :class:`~feedline.exceptions.DecodeError` naming path, line and
+            byte offset).
+        block_size: bytes read at a time, a positive int (default 1 MiB).
+        storage_options: passed to fsspec for a URL (construction arguments, not state).
+        skip_header_lines: leave out the first that many lines of the file (TF's
+            ``TextLineReader(skip_header_lines=)``), a non-negative int (default 0).
+        with_key: true yields ``(key, line)`` with ``key = "<path>:<line number>"``
+            (1-based, counting skipped header lines), as TF's reader ``read()`` returns
+            them; false (the default) yields lines. A non-bool raises ``TypeError``.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "t.txt.gz")
@@ -237,7 +251,12 @@ class TextLineReader(DatasetIterator[Any]):
         return line
 
     def next_batch(self, n: int) -> list:
-        """Return the next ``n`` lines (fewer at the end of the file; ``[]`` at the end)."""
+        """Return the next ``n`` lines (fewer at the end of the file; ``[]`` at the end).
+
+        Args:
+            n: the most lines to return (``(key, line)`` pairs with ``with_key``); ``0``
+                or less returns ``[]``.
+        """
         if self.skip_header_lines and self._line0 + self._i < self.skip_header_lines:
             self._skip_header()
         if self.with_key:
@@ -266,6 +285,9 @@ class TextLineReader(DatasetIterator[Any]):
         of the file; ``[]`` only at the end. Lines are ``bytes`` whatever ``encoding``.
         :meth:`skip_lines` consumes them.
 
+        Args:
+            n: the most lines to return.
+
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "p.txt")
         >>> _ = open(path, "wb").write(b"ab\\ncd\\n")
@@ -285,7 +307,12 @@ class TextLineReader(DatasetIterator[Any]):
         return lines, self._starts[i : i + len(lines) + 1], self._line0 + i + 1
 
     def skip_lines(self, k: int) -> None:
-        """Consume ``k`` lines returned by the last :meth:`peek_lines`."""
+        """Consume ``k`` lines returned by the last :meth:`peek_lines`.
+
+        Args:
+            k: how many, from 0 to the number of lines left in the block the last
+                :meth:`peek_lines` read from; anything else raises ``ValueError``.
+        """
         if not 0 <= k <= len(self._lines) - self._i:
             raise ValueError(f"skip_lines({k}): only {len(self._lines) - self._i} lines are "
                              "in the block peek_lines reads from")
@@ -301,6 +328,13 @@ class TextLineReader(DatasetIterator[Any]):
         return {"type": "text", "offset": self.tell(), "line": self.line_number}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Resume at a position :meth:`get_state` returned.
+
+        Args:
+            state: a ``{"type": "text", "offset", "line"}`` dict from :meth:`get_state`;
+                another type or a missing or negative field raises
+                :class:`~feedline.exceptions.StateError`, a closed reader ``ValueError``.
+        """
         check_state(state, "text", ("offset", "line"))
         if self._closed:
             raise ValueError(f"{self.path}: set_state on a closed TextLineReader")
@@ -337,13 +371,21 @@ class TextLineReader(DatasetIterator[Any]):
 
 @takes_arguments_of(TextLineReader)
 def read_lines(*args: Any, **kwargs: Any) -> TextLineReader:
-    """Iterate over the lines of the text file ``path`` (see the module docstring); a
-    URL is read through fsspec with ``storage_options``.
+    """Iterate over the lines of the text file ``path`` (see the module docstring).
 
-    ``skip_header_lines``: leave out the first that many lines of the file (TF's
-    ``TextLineReader(skip_header_lines=)``). ``with_key=True``: yield ``(key, line)``
-    with ``key = "<path>:<line number>"`` (1-based, counting skipped header lines), as
-    TF's reader ``read()`` returns them.
+    Returns a :class:`TextLineReader`, whose options these are.
+
+    Args:
+        path: a local path or an fsspec URL.
+        compression: ``"auto"`` (the default), ``None``, ``"GZIP"`` or ``"ZLIB"``.
+        encoding: ``None`` (the default) yields ``bytes``; a codec name yields ``str``.
+        block_size: bytes read at a time (default 1 MiB).
+        storage_options: passed to fsspec for a URL.
+        skip_header_lines: leave out the first that many lines of the file (TF's
+            ``TextLineReader(skip_header_lines=)``); default 0.
+        with_key: true yields ``(key, line)`` with ``key = "<path>:<line number>"``
+            (1-based, counting skipped header lines), as TF's reader ``read()`` returns
+            them.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "h.txt")
@@ -362,9 +404,15 @@ def write_lines(
     compression: str | None = None,
     encoding: str = "utf-8",
 ) -> int:
-    """Write ``lines`` (``str`` encoded with ``encoding``, or ``bytes``), each followed by
-    ``\\n``; return how many. A line holding a newline is rejected (it would read back as
-    two lines).
+    """Write ``lines``, each followed by ``\\n``; return how many.
+
+    Args:
+        path: the local file to create (an existing one is overwritten).
+        lines: ``str`` or bytes-like lines. A line holding a newline raises
+            ``ValueError`` (it would read back as two lines).
+        compression: ``None`` (the default), ``"GZIP"`` or ``"ZLIB"``.
+        encoding: the codec of ``str`` lines (default ``"utf-8"``); ``bytes`` are written
+            as they are.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "t.txt")
