@@ -31,6 +31,16 @@ def shard_paths(
 ) -> list[str]:
     """The final file names :class:`ShardedWriter` uses (see the module docstring).
 
+    Args:
+        prefix: the names' start: ``<prefix>-00000-of-0000N<suffix>`` (five digits or
+            more); a format string with ``{index}`` and ``{num_shards}`` fields (that
+            must give distinct names, else ``ValueError``); or an existing directory (or
+            one ending with a separator), in which files are named after ``name``.
+        num_shards: how many files, a positive int.
+        suffix: appended to each ``-of-N`` name (default ``""``); not used with a format
+            string.
+        name: the file name prefix inside a directory ``prefix`` (default ``"data"``).
+
     >>> shard_paths("out/train", 3, suffix=".rec")
     ['out/train-00000-of-00003.rec', 'out/train-00001-of-00003.rec', 'out/train-00002-of-00003.rec']
     >>> shard_paths("out/part-{index}.tfrecord", 2)
@@ -60,8 +70,11 @@ def _temp_path(final: str, token: str) -> str:
 
 
 def manifest_path(shard_path: str | os.PathLike) -> str | None:
-    """The manifest of the ``-of-N`` set ``shard_path`` belongs to (``None`` for a name
-    that is not ``<prefix>-<index>-of-<N><suffix>``).
+    """The manifest of the ``-of-N`` set ``shard_path`` belongs to.
+
+    Args:
+        shard_path: a shard's path; ``None`` is returned for a name that is not
+            ``<prefix>-<index>-of-<N><suffix>``.
 
     >>> manifest_path("out/train-00001-of-00004.rec")
     'out/.train-of-00004.manifest.json'
@@ -121,8 +134,11 @@ def _load_manifest(path: str) -> dict | None:
 def check_shard_sets(paths: Iterable[str | os.PathLike]) -> None:
     """Raise :class:`~feedline.exceptions.IncompleteShardSetError` if any of ``paths``
     belongs to a ``-of-N`` set that :class:`ShardedWriter` did not finish, or whose files
-    no longer match its manifest (a listed file missing or of another size). Files that
-    are not part of a set with a manifest are not checked; remote URLs are skipped.
+    no longer match its manifest (a listed file missing or of another size).
+
+    Args:
+        paths: the files about to be read. Files that are not part of a set with a
+            manifest are not checked; remote URLs are skipped.
 
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
@@ -180,12 +196,23 @@ def check_shard_sets(paths: Iterable[str | os.PathLike]) -> None:
 class ShardedWriter:
     """Spread records over ``num_shards`` files; rename them into place on success.
 
-    ``write(record, *, key=None, shard=None)`` returns the shard index used: ``shard``
-    if given, else ``key``'s shard (``key % num_shards`` for an int, CRC-32 of the
-    UTF-8 bytes for a str or bytes, so the same key always lands in the same shard),
-    else the next shard round robin. ``close()`` commits (renames); ``abort()`` deletes
-    the temporary files; as a context manager it commits on success and aborts on an
-    exception. ``paths`` are the final names, ``counts`` the records per shard.
+    ``close()`` commits (renames); ``abort()`` deletes the temporary files; as a context
+    manager it commits on success and aborts on an exception. ``paths`` are the final
+    names, ``counts`` the records per shard.
+
+    Args:
+        prefix: where the shards go, as :func:`shard_paths` takes it: a name prefix, a
+            format string with ``{index}``/``{num_shards}``, or a directory.
+        num_shards: how many files, a positive int (else ``ValueError``/``TypeError``).
+        format: ``"tfrecord"`` (the default) or ``"recordio"`` (each ``.rec`` with its
+            ``.idx``); anything else raises ``ValueError``.
+        suffix: appended to each file name; ``None`` (the default) means ``".rec"`` for
+            RecordIO and ``""`` for TFRecord.
+        name: the file name prefix when ``prefix`` is a directory (default ``"data"``).
+        compression: for TFRecord, ``None`` (the default), ``"GZIP"`` or ``"ZLIB"``; with
+            RecordIO anything but ``None`` raises ``ValueError``.
+        fsync: true makes ``close()`` fsync every file and the manifest's directory before
+            returning; false (the default) leaves that to the operating system.
 
     >>> import os, tempfile
     >>> from feedline.tfrecord import read
@@ -254,7 +281,13 @@ class ShardedWriter:
             raise
 
     def shard_for(self, key: Any) -> int:
-        """The shard a record with ``key`` goes to."""
+        """The shard a record with ``key`` goes to.
+
+        Args:
+            key: an int (``key % num_shards``), or a str or bytes (CRC-32 of the UTF-8
+                bytes, modulo ``num_shards``), so the same key always lands in the same
+                shard; another type raises ``TypeError``.
+        """
         if isinstance(key, bool):
             key = int(key)
         if isinstance(key, int):
@@ -266,7 +299,21 @@ class ShardedWriter:
         raise TypeError(f"`key` must be an int, str or bytes, got {type(key).__name__}")
 
     def write(self, record: bytes, *, key: Any = None, shard: int | None = None) -> int:
-        """Write ``record`` to one shard and return that shard's index."""
+        """Write ``record`` to one shard and return that shard's index.
+
+        Args:
+            record: the record's bytes.
+            key: picks the shard by :meth:`shard_for` when ``shard`` is not given; for
+                RecordIO it is also the ``.idx`` key (an int or a str, else
+                ``TypeError``). ``None`` (the default): round robin, and for RecordIO
+                the record's number in write order as its key.
+            shard: the shard index, an int in ``[0, num_shards)`` (else ``ValueError``);
+                it takes precedence over ``key``. ``None`` (the default) lets ``key`` or
+                round robin decide.
+
+        Raises:
+            ValueError: the writer is closed, aborted or handed over.
+        """
         if self._state != "open":
             raise ValueError(f"write to a ShardedWriter that is {self._state}")
         if shard is not None:
