@@ -91,6 +91,9 @@ _NOT_IN_BLOCK = (1 << 64) - 1
 def shm_free_bytes(path: str = SHM_DIR) -> int | None:
     """Bytes available to this user in ``path`` (``statvfs``), or ``None`` if it is missing.
 
+    Args:
+        path: the directory whose file system is asked (any ``OSError`` gives ``None``).
+
     >>> free = shm_free_bytes()
     >>> free is None or free >= 0, shm_free_bytes("/no/such/dir")
     (True, None)
@@ -104,6 +107,11 @@ def shm_free_bytes(path: str = SHM_DIR) -> int | None:
 
 def check_shm_space(required: int, *, path: str = SHM_DIR, what: str = "the shared-memory ring") -> None:
     """Raise :class:`SharedMemoryError` unless ``path`` exists and has ``required`` bytes free.
+
+    Args:
+        required: bytes that must be free.
+        path: the shared-memory directory to check.
+        what: what needs the space, named in the error message.
 
     >>> check_shm_space(1)
     >>> check_shm_space(1, path="/no/such/dir")
@@ -136,6 +144,9 @@ class FdHandle:
     With ``fork`` the worker inherits the descriptor and this object as they are; when
     pickled for ``spawn``/``forkserver`` it goes through :mod:`multiprocessing`'s
     descriptor passing and is rebuilt around the worker's own copy.
+
+    Args:
+        fd: the open file descriptor to carry.
 
     >>> ring = Ring.create(1, 1 << 16)
     >>> handle, size = ring.fd_handles()[0]
@@ -187,6 +198,10 @@ class BufferRecycler:
     faulted in and ready for the next buffer of the same size class. Buffers smaller than
     :data:`RECYCLE_MIN` are plain ``bytearray`` copies.
 
+    Args:
+        keep_bytes: most bytes of free mappings kept for reuse; a mapping given back
+            beyond it is dropped.
+
     >>> import numpy as np
     >>> rec = BufferRecycler()
     >>> buf = rec.copy(memoryview(np.arange(100_000, dtype=np.float32)).cast("B"))
@@ -211,7 +226,12 @@ class BufferRecycler:
         return _round_up(n, grain)
 
     def copy(self, src: memoryview) -> Any:
-        """A buffer object holding a copy of the bytes of ``src``."""
+        """A buffer object holding a copy of the bytes of ``src``.
+
+        Args:
+            src: the bytes to copy (a byte-format view); below :data:`RECYCLE_MIN` bytes the
+                copy is a plain ``bytearray``.
+        """
         n = src.nbytes
         if n < RECYCLE_MIN:
             return bytearray(src)
@@ -250,6 +270,11 @@ class BufferRecycler:
 class Block:
     """One growable shared-memory block: an unlinked ``/dev/shm`` file and its mapping.
 
+    Args:
+        fd: the open descriptor of the block's file (the block owns it: :meth:`close`
+            closes it).
+        size: bytes of the file to map; the file must be at least that long.
+
     >>> block = Block.create(4096)                 # rounded up to the 64 KiB minimum
     >>> block.size, len(block.view)
     (65536, 65536)
@@ -271,7 +296,12 @@ class Block:
 
     @classmethod
     def create(cls, size: int) -> Block:
-        """Create, unlink and reserve a new block of ``size`` bytes."""
+        """Create, unlink and reserve a new block of ``size`` bytes.
+
+        Args:
+            size: the bytes wanted, rounded up to a multiple of 64 KiB (at least 64 KiB).
+                :class:`SharedMemoryError` when ``/dev/shm`` is missing or full.
+        """
         size = _round_up(max(size, _GRAIN), _GRAIN)
         path = os.path.join(SHM_DIR, f"feedline-{os.getpid()}-{secrets.token_hex(6)}")
         try:
@@ -301,7 +331,12 @@ class Block:
             self._mm = None
 
     def grow(self, needed: int) -> None:
-        """Writer side: make the block at least ``needed`` bytes (doubling), reserving space."""
+        """Writer side: make the block at least ``needed`` bytes (doubling), reserving space.
+
+        Args:
+            needed: the bytes the next message needs; nothing happens when the block is
+                that large already. :class:`SharedMemoryError` when ``/dev/shm`` is full.
+        """
         if needed <= self.size:
             return
         size = _round_up(max(needed, 2 * self.size), _GRAIN)
@@ -309,7 +344,11 @@ class Block:
         self._map(size)
 
     def follow(self, size: int) -> None:
-        """Reader side: map ``size`` bytes after the writer grew the block."""
+        """Reader side: map ``size`` bytes after the writer grew the block.
+
+        Args:
+            size: the block's size as the writer sent it; no-op unless larger than mapped.
+        """
         if size > self.size:
             self._map(size)
 
@@ -339,6 +378,9 @@ class Ring:
     >>> ring.blocks[1].view[:2] = b"hi"; bytes(reader.blocks[1].view[:2])
     b'hi'
     >>> ring.close(); reader.close()
+
+    Args:
+        blocks: the ring's blocks, in order.
     """
 
     def __init__(self, blocks: Sequence[Block]) -> None:
@@ -346,6 +388,13 @@ class Ring:
 
     @classmethod
     def create(cls, count: int, size: int) -> Ring:
+        """A ring of new blocks (:meth:`Block.create`); on failure the blocks made so far
+        are closed.
+
+        Args:
+            count: how many blocks.
+            size: each block's initial size in bytes.
+        """
         blocks: list[Block] = []
         try:
             for _ in range(count):
@@ -358,8 +407,13 @@ class Ring:
 
     @classmethod
     def from_fds(cls, handles: Sequence[tuple[FdHandle, int]], *, dup: bool = False) -> Ring:
-        """The other end of a ring, from :meth:`fd_handles` (inherited or passed);
-        ``dup=True`` duplicates the descriptors (both ends in one process)."""
+        """The other end of a ring, from :meth:`fd_handles` (inherited or passed).
+
+        Args:
+            handles: ``(handle, size)`` per block, as :meth:`fd_handles` gives them.
+            dup: duplicate the descriptors (both ends in one process) instead of taking
+                them over.
+        """
         return cls([Block(os.dup(h.fd) if dup else h.fd, size) for h, size in handles])
 
     def fd_handles(self) -> list[tuple[FdHandle, int]]:
@@ -377,10 +431,13 @@ class Ring:
 class Channel:
     """One direction of a worker link: ``send`` on one end, ``recv`` on the other.
 
-    ``conn`` is a :class:`multiprocessing.connection.Connection`; ``ring`` the shared
-    blocks (``None``: everything is pickled through the pipe); ``recycler`` where ``recv``
-    copies large buffers (``None``: fresh ``bytearray`` objects). See the module docstring
-    for the reuse rule the caller must respect.
+    See the module docstring for the reuse rule the caller must respect.
+
+    Args:
+        conn: a :class:`multiprocessing.connection.Connection`, this end of the pipe.
+        ring: the shared blocks (``None``: everything is pickled through the pipe).
+        recycler: where ``recv`` copies large buffers (``None``: fresh ``bytearray``
+            objects).
 
     >>> from multiprocessing import Pipe
     >>> r, w = Pipe(duplex=False)
@@ -403,10 +460,20 @@ class Channel:
         return self.conn.fileno()
 
     def poll(self, timeout: float = 0.0) -> bool:
+        """Whether a message is waiting to be received.
+
+        Args:
+            timeout: seconds to wait for one; ``None`` waits without limit.
+        """
         return self.conn.poll(timeout)
 
     def send(self, obj: Any) -> None:
-        """Send ``obj``; raises :class:`SharedMemoryError` if the block cannot grow."""
+        """Send ``obj``; raises :class:`SharedMemoryError` if the block cannot grow.
+
+        Args:
+            obj: any picklable object; buffers of :data:`OUT_OF_BAND_MIN` bytes or more go
+                through the ring when there is one.
+        """
         ring = self.ring
         if ring is None:
             data = pickle.dumps(obj, pickle.HIGHEST_PROTOCOL)
