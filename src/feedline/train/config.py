@@ -50,12 +50,25 @@ class Optimizer:
     """
 
     def build(self, params: Any, *, learning_rate: float, weight_decay: float = 0.0) -> Any:
+        """The torch optimizer of this learning method over ``params``.
+
+        Args:
+            params: what a torch optimizer takes: parameters, or parameter groups.
+            learning_rate: the optimizer's ``lr``.
+            weight_decay: the optimizer's ``weight_decay`` (an
+                :class:`L2Regularization`'s ``rate``; 0: none).
+        """
         raise NotImplementedError  # pragma: no cover
 
     def build_sparse(self, params: Any, *, learning_rate: float) -> Any:
         """The torch optimizer for parameters whose gradients are sparse (embedding tables
         with ``sparse_update``): it changes only the rows a batch touched. ``ValueError``
-        for a learning method without a sparse form."""
+        for a learning method without a sparse form.
+
+        Args:
+            params: the parameters with sparse gradients.
+            learning_rate: the optimizer's ``lr``.
+        """
         raise ValueError(
             f"`sparse_update` needs a learning method with sparse updates (SGD or "
             f"AdamOptimizer), got {self!r}"
@@ -80,7 +93,12 @@ class SGD(Optimizer):
         return torch.optim.SGD(params, lr=learning_rate, weight_decay=weight_decay)
 
     def build_sparse(self, params: Any, *, learning_rate: float) -> Any:
-        """``torch.optim.SGD`` (it steps sparse gradients row by row)."""
+        """``torch.optim.SGD`` (it steps sparse gradients row by row).
+
+        Args:
+            params: the parameters with sparse gradients.
+            learning_rate: the optimizer's ``lr``.
+        """
         import torch
 
         return torch.optim.SGD(params, lr=learning_rate)
@@ -88,7 +106,12 @@ class SGD(Optimizer):
 
 @dataclass(frozen=True)
 class Momentum(Optimizer):
-    """SGD with momentum ``momentum`` in [0, 1) (``nesterov`` for Nesterov's variant).
+    """SGD with momentum: ``torch.optim.SGD(lr, momentum, nesterov)``.
+
+    Args:
+        momentum: the momentum factor, a number in [0, 1) (else ``ValueError``, or
+            ``TypeError`` for a non-number).
+        nesterov: use Nesterov's variant; needs ``momentum > 0`` (else ``ValueError``).
 
     >>> import torch
     >>> opt = Momentum(momentum=0.9, nesterov=True).build([torch.nn.Parameter(torch.ones(1))],
@@ -114,7 +137,13 @@ class Momentum(Optimizer):
 
 @dataclass(frozen=True)
 class AdamOptimizer(Optimizer):
-    """Adam with ``beta1``, ``beta2`` in [0, 1) and ``epsilon`` > 0.
+    """Adam: ``torch.optim.Adam(lr, betas=(beta1, beta2), eps=epsilon)``.
+
+    Args:
+        beta1: the decay rate of the gradient's running mean, in [0, 1) (else
+            ``ValueError``, or ``TypeError`` for a non-number).
+        beta2: the decay rate of the squared gradient's running mean, in [0, 1).
+        epsilon: added to the denominator for stability; a number > 0.
 
     >>> import torch
     >>> opt = AdamOptimizer(beta1=0.8).build([torch.nn.Parameter(torch.ones(1))], learning_rate=0.01)
@@ -138,7 +167,12 @@ class AdamOptimizer(Optimizer):
                                 eps=self.epsilon, weight_decay=weight_decay)
 
     def build_sparse(self, params: Any, *, learning_rate: float) -> Any:
-        """``torch.optim.SparseAdam``: Adam's moments and step on the touched rows only."""
+        """``torch.optim.SparseAdam``: Adam's moments and step on the touched rows only.
+
+        Args:
+            params: the parameters with sparse gradients.
+            learning_rate: the optimizer's ``lr``.
+        """
         import torch
 
         return torch.optim.SparseAdam(params, lr=learning_rate, betas=(self.beta1, self.beta2),
@@ -147,7 +181,11 @@ class AdamOptimizer(Optimizer):
 
 @dataclass(frozen=True)
 class L2Regularization:
-    """L2 weight decay: the optimizer adds ``rate * w`` to each gradient (``rate >= 0``).
+    """L2 weight decay: the optimizer adds ``rate * w`` to each gradient.
+
+    Args:
+        rate: the optimizer's ``weight_decay``; a number >= 0 (else ``ValueError``, or
+            ``TypeError`` for a non-number).
 
     >>> import torch
     >>> reg = L2Regularization(rate=0.01)
@@ -177,7 +215,12 @@ class ModelAverage:
     parameters are ``(previous sum + running sum) / (their update counts)``: the mean
     of the last ``n`` parameter values with ``w <= n < 2w`` (fewer at the start).
 
-    ``average_window`` is the fraction of all updates so far, in (0, 1].
+    Args:
+        average_window: the fraction of all updates so far, in (0, 1] (else
+            ``ValueError``).
+        max_average_window: the upper bound of the window, a positive int; ``None``:
+            no upper bound.
+        min_average_window: the lower bound of the window, a positive int.
 
     >>> avg = ModelAverage(0.1, max_average_window=50, min_average_window=5)
     >>> [avg.window(t) for t in (10, 200, 10_000)]       # floor(0.1 * t), kept within [5, 50]
@@ -196,6 +239,9 @@ class ModelAverage:
 
     def window(self, num_updates: int) -> int:
         """``w(num_updates)`` as defined above.
+
+        Args:
+            num_updates: ``t``, the number of updates so far.
 
         >>> ModelAverage(0.5, max_average_window=10).window(100)
         10

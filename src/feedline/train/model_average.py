@@ -36,6 +36,11 @@ __all__ = ["ModelAverager"]
 class ModelAverager:
     """Keeps the running sums for ``params`` under ``config``; see the module docstring.
 
+    Args:
+        params: the parameters to average (their sums are allocated like them, on their
+            devices).
+        config: the window rule.
+
     Counters, field by field:
 
     * ``num_updates``: accumulate calls so far (the ``t`` of the window rule);
@@ -126,6 +131,13 @@ class ModelAverager:
 
     @torch.no_grad()
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (and drop an applied average).
+
+        Args:
+            state: the counters and sums of an averager over parameters of the same
+                number and shapes; a missing entry or a mismatch raises
+                :class:`~feedline.exceptions.CheckpointError`.
+        """
         for key in ("num_updates", "current_count", "previous_count", "current", "previous"):
             if key not in state:
                 raise CheckpointError(f"model average state lacks {key!r}")
