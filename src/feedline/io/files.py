@@ -39,6 +39,18 @@ def files(
 ) -> Dataset[str]:
     """A dataset of the paths matching ``patterns``; see the module docstring.
 
+    Args:
+        patterns: a glob, a directory (read recursively, hidden files skipped), a plain
+            path or an fsspec URL, or a list of them; each pattern's matches are sorted,
+            and a pattern that matches nothing raises ``FileNotFoundError`` naming it.
+        shuffle: read the list in a seeded permutation, a new one every epoch;
+            ``False`` (the default) keeps the sorted order.
+        seed: the shuffle's seed (epoch ``e`` uses the permutation seeded with
+            ``(seed, e)``); ``None`` draws a fresh seed. Ignored without ``shuffle``.
+        num_epochs: how many times the list is repeated, a positive int (else
+            ``ValueError``/``TypeError``); ``None`` repeats it forever.
+        storage_options: options for fsspec when listing URLs.
+
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
     >>> for name in ("x2.txt", "x1.txt"): open(os.path.join(d, name), "w").close()

@@ -183,22 +183,30 @@ def _partition(
 class InputSplit:
     """Part ``part_index`` of ``num_parts`` of record files read as one byte range.
 
-    ``paths``: a path, a list of paths, or MXNet's ``"a.rec;b.rec"`` string; the order
-    given is the order of the byte range. ``format``: ``"recordio"`` yields payloads
-    (``bytes``); ``"text"`` yields lines (``bytes`` without their newline characters).
-    ``on_error`` applies to damaged RecordIO data (see :mod:`feedline.recordio`).
-
     ``begin``/``end`` are the part's global byte offsets after moving to record
     boundaries (see the module docstring for the exact rule); iterating yields the
     records that start in ``[begin, end)``. Iterators carry the state
     ``{"type": "input_split", "offset": o, "index": i, ...}`` with ``o`` the global
     offset of the next record.
 
-    RecordIO files must have sizes that are multiples of 4 (MXNet refuses others too).
-    ``storage_options`` go to fsspec for URLs (see the module docstring); ``cache_dir``
-    (and ``cache_limit`` bytes) read remote files through the node-local
-    :class:`~feedline.storage.cache.ShardCache`, in blocks shared by every part and
-    process on the node.
+    Args:
+        paths: a path, a list of paths, or MXNet's ``"a.rec;b.rec"`` string; the order
+            given is the order of the byte range. No path raises ``ValueError``.
+        part_index: the part to read, in ``0 .. num_parts - 1`` (else ``ValueError``).
+        num_parts: how many parts the byte range is cut into, a positive int.
+        format: ``"recordio"`` (the default) yields payloads (``bytes``); ``"text"``
+            yields lines (``bytes`` without their newline characters). RecordIO files
+            must have sizes that are multiples of 4 (MXNet refuses others too), else
+            :class:`~feedline.exceptions.CorruptRecordError`.
+        on_error: what damaged RecordIO data does: ``"raise"`` (the default), ``"skip"``
+            or ``"warn"`` (see :mod:`feedline.recordio`).
+        storage_options: options for fsspec when the paths are URLs (see the module
+            docstring).
+        cache_dir: read remote files through the node-local
+            :class:`~feedline.storage.cache.ShardCache` in this folder, in blocks shared
+            by every part and process on the node; ``None`` (the default): no cache.
+        cache_limit: the cache's size limit in bytes (needs ``cache_dir``, else
+            ``ValueError``).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
@@ -258,7 +266,12 @@ class InputSplit:
         )
 
     def iterator(self, state: dict[str, Any] | None = None) -> InputSplitIterator:
-        """A fresh iterator over this part, positioned by ``state`` if given."""
+        """A fresh iterator over this part.
+
+        Args:
+            state: a state from :meth:`InputSplitIterator.get_state` to resume from;
+                ``None`` (the default) starts at the part's first record.
+        """
         it = InputSplitIterator(self)
         if state is not None:
             it.set_state(state)
@@ -306,6 +319,9 @@ def _text_lines(
 class InputSplitIterator(DatasetIterator[bytes]):
     """Iterator over one :class:`InputSplit` part; state is the global byte offset of the
     next record, the number of records read, and (RecordIO) damaged stretches skipped.
+
+    Args:
+        split: the part to read.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")
@@ -358,6 +374,13 @@ class InputSplitIterator(DatasetIterator[bytes]):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Continue from ``state``.
+
+        Args:
+            state: a dict :meth:`get_state` returned; a state of another part, or an
+                offset outside this part's bytes, raises
+                :class:`~feedline.exceptions.StateError`.
+        """
         check_state(state, "input_split", ("offset", "index"))
         part = state.get("part")
         split = self.split

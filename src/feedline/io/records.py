@@ -86,11 +86,20 @@ def _scan_recordio(path: str) -> Any:
 class IndexedRecordFiles(RandomAccessDataset):
     """Random access over the records of several indexed files, in file order.
 
-    ``index_paths`` (one per file, ``None`` for the default: ``x.idx`` beside ``x.rec``,
-    ``<path>.index`` for TFRecord) names each file's index; with ``scan=True`` a RecordIO
-    file without an index is scanned once here (nothing written) and the offsets travel
-    with the dataset into worker processes. ``starts[i]`` is the position of file ``i``'s
-    first record; :meth:`locate` maps a position to ``(path, record number in the file)``.
+    ``starts[i]`` is the position of file ``i``'s first record; :meth:`locate` maps a
+    position to ``(path, record number in the file)``. Every file is opened (and counted)
+    when this is made.
+
+    Args:
+        paths: the files, in order.
+        formats: each file's format, one per file: ``"recordio"``, ``"tfrecord"`` or
+            ``"empty"``.
+        index_paths: each file's index, one per file (another count raises
+            ``ValueError``); ``None`` (for all, or for one file) means the default:
+            ``x.idx`` beside ``x.rec``, ``<path>.index`` for TFRecord.
+        scan: a RecordIO file without an index is scanned once here (nothing written)
+            and the offsets travel with the dataset into worker processes; ``False`` (the
+            default) raises ``FileNotFoundError`` for a missing index.
 
     >>> import os, tempfile
     >>> from feedline import recordio
@@ -147,8 +156,11 @@ class IndexedRecordFiles(RandomAccessDataset):
         return self._starts[:-1]
 
     def locate(self, position: int) -> tuple[str, int]:
-        """``(path, record number in that file)`` of record ``position`` (``0 <=
-        position < len(self)``)."""
+        """``(path, record number in that file)`` of record ``position``.
+
+        Args:
+            position: a record position, ``0 <= position < len(self)``.
+        """
         i = bisect.bisect_right(self._starts, position) - 1
         i = min(i, len(self._paths) - 1)
         return self._paths[i], position - self._starts[i]
@@ -177,6 +189,13 @@ class IndexedRecordFiles(RandomAccessDataset):
 def indexed_records(paths: Sequence[str | os.PathLike], *, format: str = "auto") -> IndexedRecordFiles:
     """One random-access dataset over the records of indexed files; see the module docstring.
 
+    Args:
+        paths: the files, in order (at least one, else ``ValueError``); each needs its
+            index (see :class:`IndexedRecordFiles`).
+        format: ``"auto"`` (the default) finds each file's format from its content and
+            raises ``ValueError`` for anything but uncompressed TFRecord or RecordIO;
+            ``"recordio"`` or ``"tfrecord"`` names it. Another value raises ``ValueError``.
+
     >>> import os, tempfile
     >>> from feedline import tfrecord
     >>> path = os.path.join(tempfile.mkdtemp(), "a.tfrecord")
@@ -200,7 +219,16 @@ def record_reader(path: str, *, format: str = "auto", on_error: str = "raise",
     """A resumable iterator (:class:`~feedline.dataset.iterator.DatasetIterator`) over the
     records of one file: payload ``bytes`` for TFRecord (any compression) and RecordIO,
     lines (``bytes``) for text and CSV, samples (dicts, see :mod:`feedline.webdataset`)
-    for a ``tar`` shard. ``format="auto"`` looks at the file's content.
+    for a ``tar`` shard.
+
+    Args:
+        path: the file (a local path or an fsspec URL).
+        format: ``"auto"`` (the default) looks at the file's content; else
+            ``"tfrecord"``, ``"recordio"``, ``"text"``, ``"csv"`` or ``"tar"``. Another
+            value raises ``ValueError``.
+        on_error: what a damaged record does: ``"raise"`` (the default), ``"skip"`` or
+            ``"warn"`` (not used for text and CSV).
+        storage_options: options for fsspec when ``path`` is a URL.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt")

@@ -73,6 +73,13 @@ def _in_process_group() -> bool:
 def resolve_rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """``(rank, world_size)``: the arguments, else torch.distributed, else env, else (0, 1).
 
+    Args:
+        rank: this rank, in ``0 .. world_size - 1`` (else ``ValueError``); ``None``:
+            torch.distributed's rank when a process group is initialised, else the
+            ``RANK`` environment variable, else 0.
+        world_size: the number of ranks, a positive int; ``None``: torch.distributed's,
+            else ``WORLD_SIZE``, else 1.
+
     >>> resolve_rank_world(1, 4)
     (1, 4)
     """
@@ -107,6 +114,30 @@ def split(
     storage_options: dict | None = None,
 ) -> Dataset[Any]:
     """This rank's and worker's part of ``source``; see the module docstring.
+
+    Args:
+        source: a :class:`Dataset` (sharded with :meth:`Dataset.shard`), or record files:
+            a path, glob, directory or fsspec URL, or a list of them.
+        rank: this rank; ``None`` looks it up as :func:`resolve_rank_world` does.
+        world_size: the number of ranks; ``None`` looks it up as :func:`resolve_rank_world`
+            does.
+        worker: this worker inside the rank, in ``0 .. num_workers - 1`` (else
+            ``ValueError``).
+        num_workers: workers per rank, a positive int; worker ``w`` of rank ``r`` reads
+            part ``r * num_workers + w`` of ``world_size * num_workers``.
+        mode: for files only: ``"index"`` (the default) reads indexed record files as one
+            random-access dataset with equal counts per part; ``"bytes"`` gives a
+            :class:`ByteRangeSplit` (MXNet's InputSplit). Another value raises
+            ``ValueError``.
+        policy: how index-mode parts of unequal size are evened out: ``"pad"`` (the
+            default), ``"drop_remainder"`` or ``"none"``, as in :meth:`Dataset.shard`.
+        format: for files only. ``"auto"`` (the default): in bytes mode ``"text"`` when
+            every name ends in ``.txt`` or ``.csv``, else ``"recordio"``; in index mode
+            WebDataset shards when every name ends in ``.tar``, else each file's format
+            found from its content. Else it names the format: ``"recordio"`` or
+            ``"text"`` in bytes mode; ``"tar"``, ``"recordio"`` or ``"tfrecord"`` in index
+            mode.
+        storage_options: options for fsspec when the paths are URLs.
 
     >>> [split(Dataset.range(5), rank, 2).to_list() for rank in range(2)]
     [[0, 2, 4], [1, 3, 0]]
@@ -147,6 +178,18 @@ class ByteRangeSplit(Dataset):
     ``world_size * num_workers``, a stream with the InputSplit's state. ``rank`` and
     ``world_size`` left ``None`` are looked up (:func:`resolve_rank_world`) whenever the
     part is read or pickled, so the part follows the process group it is read in.
+
+    Args:
+        paths: the record files, in byte-range order (local paths or fsspec URLs).
+        rank: this rank; ``None`` is looked up whenever the part is read.
+        world_size: the number of ranks; ``None`` is looked up whenever the part is read.
+        worker: this worker inside the rank, below ``num_workers``.
+        num_workers: workers per rank (the part is ``rank * num_workers + worker`` of
+            ``world_size * num_workers``).
+        format: ``"recordio"`` (the default) or ``"text"``, as for
+            :class:`~feedline.io.input_split.InputSplit`, which checks the files and the
+            part when this is made.
+        storage_options: options for fsspec when the paths are URLs.
 
     >>> import os, tempfile
     >>> from feedline import recordio
@@ -206,7 +249,13 @@ class ByteRangeSplit(Dataset):
 
     def for_worker(self, worker: int, num_workers: int) -> ByteRangeSplit:
         """The same rank's part divided among ``num_workers`` workers: worker ``worker``'s
-        byte range (see the class docstring)."""
+        byte range (see the class docstring).
+
+        Args:
+            worker: the worker, in ``0 .. num_workers - 1``.
+            num_workers: how many workers divide this rank's part; a part already divided
+                among workers raises ``ValueError``.
+        """
         if self.num_workers != 1:
             raise ValueError(
                 f"{self.name} is already divided among {self.num_workers} workers"
