@@ -84,7 +84,25 @@ __all__ = ["PipelineStats", "StatsReport", "StageStats"]
 
 @dataclass(frozen=True)
 class StageStats:
-    """The numbers of one stage; see the module docstring for each field.
+    """The numbers of one stage (the module docstring explains how each is measured).
+
+    Args:
+        position: the stage's number, counted from the source (``0``).
+        name: the stage's name, such as ``"map(decode)"``.
+        items: items the stage produced.
+        total_s: seconds inside the stage's ``__next__``, its inputs included.
+        self_s: ``total_s`` minus the time in its inputs' ``__next__`` in the same thread.
+        wait_s: seconds the consumer blocked waiting for the stage's background thread or
+            worker processes (part of ``self_s``).
+        fill: the buffer fill level as ``(min, mean, max)`` fractions, or ``None`` for a
+            stage without a buffer.
+        items_per_s: ``items`` over the wall time from the stage's first call to its last
+            return.
+        workers: the number of worker processes, or ``None`` for a stage without them.
+        worker_s: seconds the workers spent in the function (``None`` without workers).
+        skipped: elements skipped or replaced under an ``on_error`` policy.
+        stalled_s: seconds the stage's current ``next`` call has run without producing an
+            item (``0.0`` outside a call).
 
     >>> s = StageStats(position=1, name="map(decode)", items=10, total_s=4.0, self_s=3.0, wait_s=1.0,
     ...                fill=None, items_per_s=2.5, workers=2, worker_s=6.0)
@@ -256,7 +274,10 @@ class _TimedIterator(DatasetIterator):
 
 class PipelineStats:
     """Collects per-stage timings; pass ``stats=True`` (or an instance) to
-    ``Dataset.iterator``. ``clock`` is the time source (seconds, monotonic).
+    ``Dataset.iterator``.
+
+    Args:
+        clock: the time source: a callable returning monotonic seconds as a float.
 
     >>> import itertools
     >>> ticks = itertools.count()
@@ -280,11 +301,22 @@ class PipelineStats:
     def mark_root(self, node: Any) -> None:
         """Name the pipeline's outermost stage (the one the consumer calls); stages that
         other stages create while running (``interleave``'s inner datasets) are never
-        taken for it."""
+        taken for it.
+
+        Args:
+            node: the outermost dataset node.
+        """
         self._root = id(node)
 
     def wrap(self, node: Any, iterator: DatasetIterator) -> DatasetIterator:
-        """Return ``iterator`` timed as a stage of dataset ``node``."""
+        """Return ``iterator`` timed as a stage of dataset ``node``.
+
+        Args:
+            node: the dataset the iterator belongs to; every iterator of one node (one
+                per epoch, say) adds to the same stage's numbers, named by its ``name``.
+            iterator: the stage iterator to time; the wrapper forwards ``get_state``,
+                ``set_state``, ``close`` and ``buffer_fill``.
+        """
         with self._lock:
             rec = self._records.get(id(node))
             if rec is None:
@@ -434,6 +466,11 @@ class StatsReport:
     """Per-stage statistics (:attr:`stages`), the wall time and the :attr:`bottleneck`
     line. ``str(report)`` renders a table.
 
+    Args:
+        stages: the stages' numbers, in pipeline order.
+        wall_s: seconds from the first ``next`` call to the last return.
+        bottleneck: the verdict line (see the module docstring).
+
     >>> it = Dataset.range(3).batch(2).iterator(stats=True)
     >>> _ = list(it)
     >>> report = it.stats()
@@ -460,7 +497,15 @@ class StatsReport:
     def to_tensorboard(self, writer: Any, step: int, *, prefix: str = "feedline") -> None:
         """Write each stage's throughput, wait time and mean buffer fill as scalars with
         ``writer.add_scalar(tag, value, step)`` (a ``torch.utils.tensorboard.SummaryWriter``
-        or anything with that method)."""
+        or anything with that method); ``self_s`` is written too.
+
+        Args:
+            writer: the object whose ``add_scalar`` is called.
+            step: the global step the values belong to.
+            prefix: the tags' first part: tags read
+                ``<prefix>/<position>_<name>/items_per_s`` (and ``wait_s``, ``self_s``,
+                ``buffer_fill``).
+        """
         for s in self.stages:
             tag = f"{prefix}/{s.position}_{s.name}"
             writer.add_scalar(f"{tag}/items_per_s", s.items_per_s, step)
