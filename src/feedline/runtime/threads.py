@@ -82,6 +82,20 @@ def _produce(source: DatasetIterator, q: queue.Queue, stop: threading.Event,
 class BackgroundIterator(DatasetIterator):
     """Runs ``source`` in a background thread; see the module docstring.
 
+    The thread starts on the first ``next`` call.
+
+    Args:
+        source: the iterator to run ahead; closed by :meth:`close`.
+        buffer_size: most items the queue holds (the initial depth under ``auto``).
+        name: the stage's name: the thread is ``feedline-<name>`` and the note on a
+            re-raised error names it.
+        track_state: record the source's state after every item so ``get_state()``
+            works; ``False`` saves that cost and makes ``get_state()`` raise
+            :class:`~feedline.exceptions.StateError`.
+        auto: measure the first items' production and consumption times and then set
+            the depth once with
+            :func:`~feedline.runtime.autotune.choose_prefetch_depth` (see :attr:`depth`).
+
     >>> from feedline import Dataset
     >>> it = BackgroundIterator(Dataset.range(5).iterator(), buffer_size=2, name="doc")
     >>> next(it), next(it)
