@@ -172,9 +172,19 @@ def _read(kind: str, files: list[str], option: Any, parallelism: int) -> Any:
 def read_recordio(paths: Any, *, images: bool = False, parallelism: int = -1) -> Any:
     """A Ray dataset of the records of RecordIO files; see the module docstring.
 
-    ``parallelism`` above the number of files splits the files, read as one byte range,
-    into that many parts exactly as MXNet's InputSplit does
-    (:class:`feedline.io.InputSplit`): one read task per part, every record in exactly one.
+    Args:
+        paths: a path, a directory (its files, not recursive), a glob, or a list of
+            them, expanded and sorted on the driver; local or on a file system every
+            node sees. Nothing matching raises ``FileNotFoundError``.
+        images: split each record's image header as MXNet's ``unpack`` does, into rows
+            ``{"label": [float, ...], "id": int, "image": bytes}``; ``False`` (the
+            default) gives rows ``{"record": bytes}``.
+        parallelism: the number of output blocks Ray Data is asked for
+            (``override_num_blocks``); ``-1`` (the default) or any value below 1 lets
+            Ray choose, one read task per file. Above the number of files, the files,
+            read as one byte range, are split into that many parts exactly as MXNet's
+            InputSplit does (:class:`feedline.io.InputSplit`): one read task per part,
+            every record in exactly one.
 
     Needs Ray and a running (or local) cluster, so the example is not run by the tests:
 
@@ -188,6 +198,17 @@ def read_recordio(paths: Any, *, images: bool = False, parallelism: int = -1) ->
 def read_tfrecord(paths: Any, *, parse_examples: bool = False, parallelism: int = -1) -> Any:
     """A Ray dataset of the records (or parsed Examples) of TFRecord files.
 
+    Args:
+        paths: a path, a directory (its files, not recursive), a glob, or a list of
+            them, expanded and sorted on the driver; local or on a file system every
+            node sees. Nothing matching raises ``FileNotFoundError``.
+        parse_examples: decode each record as a ``tf.train.Example`` with feedline's
+            decoder, one column per feature; ``False`` (the default) gives rows
+            ``{"record": bytes}``.
+        parallelism: the number of output blocks Ray Data is asked for
+            (``override_num_blocks``); ``-1`` (the default) or any value below 1 lets
+            Ray choose. There is one read task per file.
+
     Needs Ray and a running (or local) cluster, so the example is not run by the tests:
 
     >>> import feedline.ray as fr                                    # doctest: +SKIP
@@ -199,6 +220,16 @@ def read_tfrecord(paths: Any, *, parse_examples: bool = False, parallelism: int 
 
 def read_webdataset(paths: Any, *, parallelism: int = -1) -> Any:
     """A Ray dataset of the samples of WebDataset tar shards.
+
+    One row per sample: ``"__key__"`` and one ``bytes`` column per extension.
+
+    Args:
+        paths: a path, a directory (its files, not recursive), a glob, or a list of
+            them, expanded and sorted on the driver; local or on a file system every
+            node sees. Nothing matching raises ``FileNotFoundError``.
+        parallelism: the number of output blocks Ray Data is asked for
+            (``override_num_blocks``); ``-1`` (the default) or any value below 1 lets
+            Ray choose. There is one read task per file.
 
     Needs Ray and a running (or local) cluster, so the example is not run by the tests:
 
@@ -212,6 +243,15 @@ def read_webdataset(paths: Any, *, parallelism: int = -1) -> Any:
 def read_parquet(paths: Any, *, columns: Sequence[str] | None = None,
                  parallelism: int = -1) -> Any:
     """A Ray dataset of the rows of Parquet/Arrow files, read by feedline.
+
+    Args:
+        paths: a path, a directory (its files, not recursive), a glob, or a list of
+            them, expanded and sorted on the driver; local or on a file system every
+            node sees. Nothing matching raises ``FileNotFoundError``.
+        columns: the columns to read; ``None`` (the default) reads all.
+        parallelism: the number of output blocks Ray Data is asked for
+            (``override_num_blocks``); ``-1`` (the default) or any value below 1 lets
+            Ray choose. There is one read task per file.
 
     Needs Ray and a running (or local) cluster, so the example is not run by the tests:
 
@@ -251,6 +291,11 @@ class _RayRows(DatasetIterator):
 def from_ray(ds: Any) -> Dataset:
     """A feedline stream of the rows of the Ray Data dataset ``ds``; see the module
     docstring (resuming skips the rows already consumed).
+
+    Args:
+        ds: a Ray Data dataset; its rows are read with ``ds.iter_rows()`` on every
+            iteration. Resuming is exact only when it yields its rows in a deterministic
+            order.
 
     Needs Ray and a running (or local) cluster, so the example is not run by the tests:
 
