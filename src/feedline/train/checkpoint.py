@@ -99,6 +99,11 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
 
     On any error the temporary file is removed and ``path`` is left as it was.
 
+    Args:
+        path: the file to write; its directory is created when missing, and an
+            existing file is replaced.
+        data: the file's complete contents.
+
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "state.bin")
     >>> atomic_write(path, b"v1"); atomic_write(path, b"v2")
@@ -185,6 +190,12 @@ def capture_rng() -> dict[str, Any]:
 def restore_rng(state: Mapping[str, Any]) -> None:
     """Set every generator captured by :func:`capture_rng`.
 
+    Args:
+        state: what :func:`capture_rng` returned; a missing or malformed ``python``,
+            ``numpy`` or ``torch`` entry raises
+            :class:`~feedline.exceptions.CheckpointError`. A ``cuda`` entry is
+            restored only when CUDA is available.
+
     >>> import random
     >>> state = capture_rng()
     >>> a = [random.random() for _ in range(3)]
@@ -209,6 +220,12 @@ def restore_rng(state: Mapping[str, Any]) -> None:
 def check_params(expected: Mapping[str, Any], found: Mapping[str, Any], *, what: str = "file") -> None:
     """Raise :class:`CheckpointError` naming every difference between two state dicts:
     names missing from ``found``, names it has in excess, and shape or dtype changes.
+
+    Args:
+        expected: the model's ``state_dict`` (names to tensors).
+        found: the state dict to check against it; an entry that is not a tensor is
+            a difference too.
+        what: how the message names ``found`` (``"missing from file: ..."``).
 
     >>> import torch
     >>> check_params({"w": torch.zeros(2)}, {"w": torch.zeros(3), "b": torch.zeros(1)})
@@ -247,9 +264,12 @@ def _module_of(model: Any) -> torch.nn.Module:
 def save_params(path: str | os.PathLike, model: Any, *, metadata: Mapping[str, Any] | None = None) -> None:
     """Write ``model``'s parameters and buffers (its ``state_dict``) to ``path``, atomically.
 
-    ``model``: a module, a ``DistributedDataParallel`` wrapper or anything with a
-    ``module`` attribute (a :class:`~feedline.train.Trainer`). ``metadata``: small extra
-    values (str, numbers, lists, dicts) stored alongside.
+    Args:
+        path: the file to write (replaced atomically, see :func:`atomic_write`).
+        model: a module, a ``DistributedDataParallel`` wrapper or anything with a
+            ``module`` attribute (a :class:`~feedline.train.Trainer`); anything else
+            raises ``TypeError``. Tensors are stored on the CPU.
+        metadata: small extra values (str, numbers, lists, dicts) stored alongside.
 
     >>> import os, tempfile, torch
     >>> path = os.path.join(tempfile.mkdtemp(), "model.flp")
@@ -265,6 +285,11 @@ def save_params(path: str | os.PathLike, model: Any, *, metadata: Mapping[str, A
 
 def read_params(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """The parameters stored in a params export or a full checkpoint.
+
+    Args:
+        path: a file written by :func:`save_params` or :func:`save_checkpoint`; a
+            truncated, corrupt or foreign file, or a checkpoint without model
+            parameters, raises :class:`~feedline.exceptions.CheckpointError`.
 
     >>> import os, tempfile, torch
     >>> model = torch.nn.BatchNorm1d(2)
@@ -288,6 +313,12 @@ def load_params(path: str | os.PathLike, model: Any) -> None:
 
     Names, shapes and dtypes must match exactly, else :class:`CheckpointError` names
     every difference.
+
+    Args:
+        path: a file written by :func:`save_params` or :func:`save_checkpoint`.
+        model: a module, a ``DistributedDataParallel`` wrapper or anything with a
+            ``module`` attribute (a :class:`~feedline.train.Trainer`); anything else
+            raises ``TypeError``.
 
     >>> import os, tempfile, torch
     >>> path = os.path.join(tempfile.mkdtemp(), "m.flp")
@@ -333,6 +364,13 @@ def save_checkpoint(
     Under ``torch.distributed`` every rank must call it (the per-rank random states are
     gathered); rank 0 writes the file.
 
+    Args:
+        path: the file to write (replaced atomically, see :func:`atomic_write`).
+        runner: an initialized :class:`~feedline.train.Runner` (its ``state_dict()`` is
+            stored).
+        metadata: small extra values (str, numbers, lists, dicts) stored alongside;
+            :func:`load_checkpoint` returns them.
+
     >>> import os, tempfile, torch
     >>> import numpy as np
     >>> from feedline import Dataset, data_type
@@ -371,6 +409,11 @@ def save_checkpoint(
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """The dict stored by :func:`save_checkpoint` (validated framing, kind ``checkpoint``).
 
+    Args:
+        path: a file written by :func:`save_checkpoint`; a truncated, corrupt or
+            foreign file, or a params export, raises
+            :class:`~feedline.exceptions.CheckpointError`.
+
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "bad.flc")
     >>> with open(path, "wb") as f: _ = f.write(b"not a checkpoint")
@@ -389,6 +432,14 @@ def load_checkpoint(path: str | os.PathLike, runner: Any, *, strict: bool = True
     Returns the checkpoint's ``metadata``. Raises :class:`CheckpointError` for a
     truncated, corrupt or foreign file and for state that does not fit the runner
     (another model, other items, another world size).
+
+    Args:
+        path: a file written by :func:`save_checkpoint`.
+        runner: the runner to restore (see :meth:`~feedline.train.Runner.load_state_dict`).
+        strict: also fail on checkpoint entries no item of ``runner`` claims (``False``
+            ignores them).
+        restore_random: also set every random generator to its saved state (this
+            rank's, when several processes wrote it); ``False`` leaves them as they are.
 
     >>> import os, tempfile, torch
     >>> from feedline.train import Runner, RunnerItem
@@ -424,6 +475,10 @@ def load_checkpoint(path: str | os.PathLike, runner: Any, *, strict: bool = True
 def checkpoint_name(pass_id: int, global_step: int) -> str:
     """File name of the checkpoint taken at ``(pass_id, global_step)``.
 
+    Args:
+        pass_id: the pass, written with at least 4 digits.
+        global_step: the batches finished so far, written with at least 9 digits.
+
     >>> checkpoint_name(2, 130)
     'checkpoint-p0002-s000000130.flc'
     """
@@ -432,6 +487,10 @@ def checkpoint_name(pass_id: int, global_step: int) -> str:
 
 def list_checkpoints(directory: str | os.PathLike) -> list[str]:
     """Checkpoint files of ``directory``, oldest first (by global step, then pass).
+
+    Args:
+        directory: where to look; only names :func:`checkpoint_name` makes count, and a
+            missing directory gives ``[]``.
 
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
@@ -454,6 +513,10 @@ def list_checkpoints(directory: str | os.PathLike) -> list[str]:
 
 def latest_checkpoint(directory: str | os.PathLike) -> str | None:
     """The newest checkpoint file in ``directory``, or ``None``.
+
+    Args:
+        directory: where to look (see :func:`list_checkpoints`); a missing directory
+            gives ``None``.
 
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
