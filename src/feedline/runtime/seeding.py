@@ -58,11 +58,11 @@ _MASK63 = (1 << 63) - 1
 
 def derive_seed(seed: int, *keys: int) -> int:
     """A 63-bit seed mixed from ``seed`` and ``keys`` with BLAKE2b (stable across runs,
-    platforms and Python versions, unlike ``hash``).
+    platforms and Python versions, unlike ``hash``). ``keys`` are further ints mixed in,
+    in order (``(1, 2)`` and ``(2, 1)`` differ).
 
     Args:
         seed: the base seed; any int (it is mixed in as its decimal text).
-        *keys: further ints mixed in, in order (``(1, 2)`` and ``(2, 1)`` differ).
 
     >>> derive_seed(42, 1, 2) == derive_seed(42, 1, 2), derive_seed(42, 1, 2) != derive_seed(42, 2, 1)
     (True, True)
