@@ -174,6 +174,33 @@ def to_torch(
     See the module docstring for what each value becomes. Objects that are not numpy
     arrays or feeder values (strings, numbers, ``None``) are returned unchanged.
 
+    Args:
+        value: a numpy array, :class:`~feedline.feeder.SparseValue`,
+            :class:`~feedline.feeder.SequenceValue`, or a dict, list or tuple of them
+            (converted item by item; named tuples are returned unchanged).
+        device: where the tensors go (anything ``torch.device`` accepts); ``None`` (the
+            default) or a CPU device leaves them on the CPU. ``lengths``,
+            ``batch_sizes`` and ``sub_lengths`` stay on the CPU in any case.
+        pin_memory: allocate the host buffers in page-locked memory (padded batches are
+            filled in place, without an extra copy), so that ``non_blocking`` copies
+            overlap with compute; without an accelerator, pinning is skipped with a
+            warning.
+        non_blocking: copy to ``device`` asynchronously (``Tensor.to(non_blocking=True)``).
+        sequence: what a ``SequenceValue`` becomes: ``"padded"`` (the default), a
+            :class:`PaddedSequence` (:class:`PaddedSubSequence` for sub-sequences);
+            ``"packed"``, a ``PackedSequence`` (plain sequences only, else
+            ``ValueError``); ``"flat"``, a ``SequenceValue`` of tensors (the only mode for
+            sparse tokens, else ``ValueError``). Another value raises ``ValueError``.
+        padding_value: what fills the padded places after each sequence's end.
+        batch_first: padded data is ``(batch, max_len, ...)``; ``False`` gives
+            ``(max_len, batch, ...)`` (``(max_tokens, max_subs, batch, ...)`` for
+            sub-sequences).
+        reverse: ``"packed"`` only: pack every sequence back to front.
+        sparse_layout: ``"csr"`` (the default) gives ``torch.sparse_csr_tensor``;
+            ``"csc"`` gives ``torch.sparse_csc_tensor`` (the same matrix,
+            column-compressed: PaddlePaddle's ``SPARSE_CSC``). Another value raises
+            ``ValueError``.
+
     >>> import numpy as np
     >>> from feedline.feeder import SparseValue
     >>> csr = to_torch(SparseValue(np.array([0, 1, 1]), np.array([2]), None, (2, 3)))
@@ -201,7 +228,20 @@ def converter(
     sparse_layout: str = "csr",
 ) -> Callable[[Any], Any]:
     """:func:`to_torch` with its options checked once: a function of the value alone,
-    for converting batch after batch. A CPU ``device`` converts as ``None`` does.
+    for converting batch after batch. Without torch it raises ``ImportError``.
+
+    Args:
+        device: the target device, as for :func:`to_torch`; a CPU device converts as
+            ``None`` does.
+        pin_memory: page-locked host buffers, as for :func:`to_torch`.
+        non_blocking: asynchronous copies to ``device``, as for :func:`to_torch`.
+        sequence: ``"padded"``, ``"packed"`` or ``"flat"`` (else ``ValueError``), as for
+            :func:`to_torch`.
+        padding_value: the fill after each sequence's end, as for :func:`to_torch`.
+        batch_first: the padded axis order, as for :func:`to_torch`.
+        reverse: pack sequences back to front, as for :func:`to_torch`.
+        sparse_layout: ``"csr"`` or ``"csc"`` (else ``ValueError``), as for
+            :func:`to_torch`.
 
     >>> import numpy as np
     >>> convert = converter(device="cpu")
