@@ -76,6 +76,11 @@ def as_remote_error(exc: BaseException, path: str, offset: int | None = None) ->
     :class:`~feedline.exceptions.RemoteReadError`; feedline's own errors and
     ``FileNotFoundError``/``PermissionError`` come back unchanged, as does anything else.
 
+    Args:
+        exc: the exception a read raised.
+        path: the file or URL being read, named in the error.
+        offset: the byte offset the read began at, named in the error; ``None``: unknown.
+
     >>> err = as_remote_error(OSError(16, "SlowDown"), "s3://b/a.rec", 512)
     >>> type(err).__name__, str(err)
     ('RemoteReadError', 's3://b/a.rec: at byte 512: OSError: [Errno 16] SlowDown')
@@ -89,7 +94,12 @@ def as_remote_error(exc: BaseException, path: str, offset: int | None = None) ->
 
 @contextlib.contextmanager
 def remote_errors(path: str, offset: int | None = None) -> Iterator[None]:
-    """Raise network failures inside the block as :func:`as_remote_error` names them.
+    """Raise network failures inside the block as :func:`as_remote_error` names them
+    (``from`` the original); other exceptions pass through unchanged.
+
+    Args:
+        path: the file or URL being read, named in the error.
+        offset: the byte offset the read began at; ``None``: unknown.
 
     >>> with remote_errors("s3://b/a.rec", 0):
     ...     raise ConnectionResetError("reset by peer")
@@ -170,6 +180,9 @@ class _RemoteFile:
 def strip_file_scheme(path: str) -> str:
     """``file:///x`` -> ``/x``; other paths unchanged.
 
+    Args:
+        path: a local path or URL.
+
     >>> strip_file_scheme("file:///data/a.rec"), strip_file_scheme("s3://b/a.rec")
     ('/data/a.rec', 's3://b/a.rec')
     """
@@ -179,6 +192,9 @@ def strip_file_scheme(path: str) -> str:
 def is_remote(path: str | os.PathLike) -> bool:
     """True for URLs with a scheme other than ``file://``.
 
+    Args:
+        path: a local path or URL; a path without ``://`` is local.
+
     >>> is_remote("gs://bucket/x"), is_remote("file:///x"), is_remote("relative/x")
     (True, False, False)
     """
@@ -187,7 +203,14 @@ def is_remote(path: str | os.PathLike) -> bool:
 
 
 def filesystem(path: str, storage_options: dict | None):
-    """The fsspec filesystem object for the URL ``path`` (needs ``feedline[remote]``).
+    """The fsspec filesystem object for the URL ``path`` (needs ``feedline[remote]``;
+    without it ``ImportError`` names the extra). For S3, feedline's timeouts and retries
+    fill in what the options leave unset.
+
+    Args:
+        path: the URL; its scheme picks the filesystem.
+        storage_options: fsspec options for a URL, plus feedline's cache keys (see the
+            module docstring); ``None``: none.
 
     >>> filesystem("memory://bucket/a.bin", None).protocol
     'memory'
@@ -216,6 +239,14 @@ def open_file(path: str | os.PathLike, mode: str = "rb", *,
     (:meth:`~feedline.storage.cache.ShardCache.local`), and the next file of the list it
     was expanded from is fetched in the background.
 
+    Args:
+        path: a local path, ``file://`` URL or fsspec URL.
+        mode: a binary mode such as ``"rb"`` or ``"wb"``; only ``"rb"`` uses the cache,
+            and remote files opened for reading raise network failures as
+            :class:`~feedline.exceptions.RemoteReadError`.
+        storage_options: fsspec options for a URL, plus feedline's cache keys (see the
+            module docstring); ``None``: none.
+
     >>> import fsspec
     >>> fsspec.filesystem("memory").pipe("/openfile-doc/x.bin", b"abc")
     >>> with open_file("memory://openfile-doc/x.bin") as f:
@@ -241,6 +272,11 @@ def open_file(path: str | os.PathLike, mode: str = "rb", *,
 def file_size(path: str | os.PathLike, *, storage_options: dict | None = None) -> int:
     """Size of ``path`` in bytes.
 
+    Args:
+        path: a local path or URL; a missing file raises ``FileNotFoundError``.
+        storage_options: fsspec options for a URL, plus feedline's cache keys (see the
+            module docstring); ``None``: none.
+
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "f")
     >>> with open(path, "wb") as f: _ = f.write(b"12345")
@@ -261,6 +297,13 @@ def read_range(path: str | os.PathLike, start: int, end: int, *,
     fsspec's ``cat_file``) for a URL, or the blocks of the node's cache holding them when
     ``storage_options`` has a ``"cache_dir"``. Fewer bytes come back only at the end of
     the file.
+
+    Args:
+        path: a local path or URL.
+        start: the first byte's offset.
+        end: the offset after the last byte; ``end <= start`` gives ``b""`` without a read.
+        storage_options: fsspec options for a URL, plus feedline's cache keys (see the
+            module docstring); ``None``: none.
 
     >>> import fsspec
     >>> fsspec.filesystem("memory").pipe("/range-doc/a.bin", b"0123456789")
@@ -287,6 +330,13 @@ class RangeFile(io.RawIOBase):
     read the node cache's blocks when ``storage_options`` has a ``"cache_dir"``. A remote
     reply shorter than the bytes the object holds there raises
     :class:`~feedline.exceptions.IncompleteDownloadError`.
+
+    Args:
+        path: a local path or URL.
+        size: the file's size in bytes when known (spares a size request); ``None``
+            asks the file system (or the cache's fingerprint).
+        storage_options: fsspec options for a URL, plus feedline's cache keys (see the
+            module docstring); ``None``: none.
 
     >>> import tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "r.bin"); open(path, "wb").write(b"0123456789")
@@ -317,11 +367,23 @@ class RangeFile(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = 0) -> int:
+        """Move the read position (no I/O); positions before 0 become 0. Returns it.
+
+        Args:
+            offset: bytes relative to ``whence``.
+            whence: ``0`` from the start, ``1`` from the current position, ``2`` from
+                the end.
+        """
         base = (0, self._pos, self._size)[whence]
         self._pos = max(base + offset, 0)
         return self._pos
 
     def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes from the current position, in one :func:`read_range` call.
+
+        Args:
+            n: how many bytes; negative or ``None`` reads to the end of the file.
+        """
         end = self._size if n is None or n < 0 else min(self._pos + n, self._size)
         if self._cache is not None:
             data = self._cache.read_range(self.path, self._pos, end, fp=self._fp)
@@ -335,6 +397,11 @@ class RangeFile(io.RawIOBase):
         return data
 
     def readinto(self, b) -> int:  # noqa: ANN001 - buffer protocol
+        """Read up to ``len(b)`` bytes into ``b``; the number read.
+
+        Args:
+            b: a writable buffer.
+        """
         data = self.read(len(b))
         b[: len(data)] = data
         return len(data)
@@ -344,6 +411,12 @@ def open_ranged(path: str | os.PathLike, mode: str = "rb", *,
                 storage_options: dict | None = None) -> IO[Any]:
     """Open ``path`` for reading: a local file as usual, a URL as a :class:`RangeFile`
     (each read one ranged GET of exactly the bytes asked for).
+
+    Args:
+        path: a local path or URL.
+        mode: must be ``"rb"``; anything else raises ``ValueError``.
+        storage_options: fsspec options for a URL, plus feedline's cache keys (see the
+            module docstring); ``None``: none.
 
     >>> import fsspec
     >>> fsspec.filesystem("memory").pipe("/ranged-doc/a.bin", b"abcdef")
@@ -392,7 +465,14 @@ def expand(patterns: str | os.PathLike | Iterable[str | os.PathLike], *,
            storage_options: dict | None = None) -> list[str]:
     """Expand globs, directories (recursively, hidden files skipped) and plain paths, in
     the order given, each pattern's matches sorted. A pattern that matches nothing raises
-    ``FileNotFoundError`` naming it.
+    ``FileNotFoundError`` naming it. A local ``-of-N`` shard set left unfinished or not
+    matching its manifest is refused (:func:`~feedline.formats.sharded.check_shard_sets`).
+
+    Args:
+        patterns: one pattern or several: glob patterns (``**`` recurses), directories,
+            plain paths, local or URLs.
+        storage_options: fsspec options for a URL, plus feedline's cache keys (see the
+            module docstring); ``None``: none.
 
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp(); os.mkdir(os.path.join(d, "sub"))
