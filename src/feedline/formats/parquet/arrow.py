@@ -107,11 +107,18 @@ def damage_as(path: str, what: str, *, index: int | None = None, offset: int | N
               error: type[DataError] = CorruptRecordError) -> Iterator[None]:
     """The error boundary of a table reader: inside it, an exception about the data
     (pyarrow's own, its ``OSError`` without ``errno``, ``ValueError``,
-    ``UnicodeDecodeError``, ``MemoryError``, ...) is
-    raised again as ``error`` (a :class:`~feedline.exceptions.CorruptRecordError` by
-    default) ``"<what>: <exception>"`` naming ``path``, ``index`` and ``offset``, from
-    the original; feedline's own errors and the file system's (``FileNotFoundError``)
-    pass unchanged.
+    ``UnicodeDecodeError``, ``MemoryError``, ...) is raised again as ``error``
+    ``"<what>: <exception>"``, from the original; feedline's own errors and the file
+    system's (``FileNotFoundError``) pass unchanged.
+
+    Args:
+        path: the file to name in the error.
+        what: what went wrong, the message's start (e.g. ``"row group 2 does not
+            decode"``).
+        index: the record (row group / record batch) to name; ``None`` names none.
+        offset: the byte offset to name; ``None`` names none.
+        error: the feedline error class raised,
+            :class:`~feedline.exceptions.CorruptRecordError` by default.
 
     >>> with damage_as("t.parquet", "row group 2 does not decode", index=2, offset=4):
     ...     raise ValueError("Offset invariant failure: 7 > 3")
@@ -138,6 +145,10 @@ def damage_as(path: str, what: str, *, index: int | None = None, offset: int | N
 def detect_table_format(head: bytes) -> str | None:
     """``"parquet"``, ``"arrow_file"``, ``"arrow_stream"`` or ``None`` from a file's
     first bytes.
+
+    Args:
+        head: the file's first bytes (8 are enough): ``PAR1`` is Parquet, ``ARROW1`` an
+            Arrow IPC file, the continuation marker ``ff ff ff ff`` an Arrow IPC stream.
 
     >>> detect_table_format(b"PAR1...."), detect_table_format(b"ARROW1\\x00\\x00")
     ('parquet', 'arrow_file')
@@ -171,17 +182,28 @@ class _Handle:
 class TableFiles:
     """The fragments of Parquet / Arrow IPC files; see the module docstring.
 
-    ``paths``: file paths or URLs, read in this order. ``columns``: the columns to read
-    (``None``: all, in the file's order); a missing one raises
-    :class:`~feedline.exceptions.MissingFeatureError` naming it and the file.
-    ``format``: ``"auto"`` (by content), ``"parquet"`` or ``"arrow"``.
-    ``on_error``: what to do with a file that cannot be opened (see the module docstring).
-    ``min_fragment_rows``: join consecutive record batches of an Arrow file into one
-    fragment until it holds at least this many rows (the last fragment of a file may
-    hold fewer); fewer, larger fragments read faster in order — the record batches of
-    ``save_to_disk`` hold 1,000 rows — but cost more per random access. Parquet row
-    groups are never joined. ``max_fragment_rows``: a Parquet row group of more rows is
-    cut into fragments of at most this many (see the module docstring).
+    Args:
+        paths: file paths or URLs (or one), read in this order; none raises
+            ``ValueError``. Files whose columns differ from the first file's raise
+            ``ValueError``.
+        columns: the columns to read; ``None`` (the default) reads all, in the file's
+            order. A missing one raises :class:`~feedline.exceptions.MissingFeatureError`
+            naming it and the file; a str or non-str names raise ``TypeError``.
+        format: ``"auto"`` (the default: by content), ``"parquet"`` or ``"arrow"`` (IPC
+            file or stream); anything else raises ``ValueError``.
+        on_error: what to do with a file that cannot be opened: ``"raise"`` (the
+            default), or ``"skip"``/``"warn"`` to leave it out and list it in
+            ``skipped`` (see the module docstring). If no file can be read,
+            :class:`~feedline.exceptions.CorruptRecordError` is raised anyway.
+        min_fragment_rows: join consecutive record batches of an Arrow file into one
+            fragment until it holds at least this many rows (the last fragment of a file
+            may hold fewer); fewer, larger fragments read faster in order — the record
+            batches of ``save_to_disk`` hold 1,000 rows — but cost more per random
+            access. Parquet row groups are never joined. Default 1.
+        storage_options: passed to fsspec for URLs; with a ``"cache_dir"`` the byte
+            ranges are read through the node's cache.
+        max_fragment_rows: a Parquet row group of more rows is cut into fragments of at
+            most this many (default :data:`MAX_FRAGMENT_ROWS`; see the module docstring).
 
     Attributes: ``paths`` (the files kept), ``fragment_rows`` (rows per fragment, all
     files in order), ``fragment_file`` (the file index of each fragment),
@@ -424,11 +446,16 @@ class TableFiles:
 
     # ------------------------------------------------------------------ reading
     def read_fragment(self, k: int) -> Any:
-        """Fragment ``k`` (counted over all files) as a ``pyarrow.Table`` of the selected
-        columns, validated (``validate(full=True)``) before it is returned; a fragment
-        that does not decode or validate raises
-        :class:`~feedline.exceptions.CorruptRecordError` naming the file, the row group /
-        record batch and its byte offset (where the format gives one)."""
+        """Fragment ``k`` as a ``pyarrow.Table`` of the selected columns, validated
+        (``validate(full=True)``) before it is returned; a fragment that does not decode
+        or validate raises :class:`~feedline.exceptions.CorruptRecordError` naming the
+        file, the row group / record batch and its byte offset (where the format gives
+        one).
+
+        Args:
+            k: the fragment's number counted over all files, from 0 to
+                ``num_fragments - 1``.
+        """
         pa = _pa()
         file_index, local, span = self.fragment_file[k], self.fragment_local[k], self.fragment_span[k]
         path, rows = self.paths[file_index], self.fragment_rows[k]
@@ -463,7 +490,11 @@ class TableFiles:
         """The error boundary for converting fragment ``k`` (numpy arrays, Python
         values): what the conversion raises about the data becomes a
         :class:`~feedline.exceptions.DecodeError` naming file, row group / record batch
-        and offset (see :func:`damage_as`)."""
+        and offset (see :func:`damage_as`).
+
+        Args:
+            k: the fragment's number counted over all files.
+        """
         file_index, local = self.fragment_file[k], self.fragment_local[k]
         handle = self._handles[file_index]
         unit = "row group" if self._kinds[file_index] == "parquet" else "record batch"

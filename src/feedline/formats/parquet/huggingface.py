@@ -86,17 +86,31 @@ def load_from_disk(path: str | os.PathLike, *, split: str | None = None,
                    min_fragment_rows: int = 1, storage_options: dict | None = None,
                    drop_last: Any = UNSET
                    ) -> RowsDataset | BatchesDataset | dict[str, RowsDataset | BatchesDataset]:
-    """The saved Hugging Face dataset in folder ``path`` (local or URL).
+    """The saved Hugging Face dataset in folder ``path``.
 
     A ``Dataset`` folder gives :func:`~feedline.formats.parquet.reader.read_rows` over its
     Arrow files (rows in the saved order) or, with ``batch_size``,
     :func:`~feedline.formats.parquet.reader.read_batches`. A ``DatasetDict`` folder gives
-    a ``dict`` from split name to such a dataset, in the saved order of the splits; with
-    ``split="train"`` just that split's dataset (``KeyError`` listing the splits if there
-    is no such split). ``columns`` selects columns. ``min_fragment_rows`` (e.g. 65536)
-    joins the 1,000-row record batches that ``save_to_disk`` writes for faster reading
-    in order (see :class:`~feedline.formats.parquet.arrow.TableFiles`). A folder with neither
-    ``state.json`` nor ``dataset_dict.json`` raises ``FileNotFoundError``.
+    a ``dict`` from split name to such a dataset, in the saved order of the splits.
+
+    Args:
+        path: the folder, local or a URL. One with neither ``state.json`` nor
+            ``dataset_dict.json`` raises ``FileNotFoundError``.
+        split: for a ``DatasetDict`` folder, the one split to return (e.g. ``"train"``;
+            ``KeyError`` listing the splits if there is no such split); ``None`` (the
+            default) returns all. Given for a single-dataset folder it raises
+            ``ValueError``.
+        columns: the columns to read; ``None`` (the default) reads all.
+        batch_size: ``None`` (the default) gives rows; a positive int gives batches of
+            that many rows.
+        drop_remainder: with ``batch_size``, true leaves out a shorter last batch.
+        cache_fragments: how many decoded fragments to keep (default 2).
+        min_fragment_rows: e.g. 65536 joins the 1,000-row record batches that
+            ``save_to_disk`` writes for faster reading in order (see
+            :class:`~feedline.formats.parquet.arrow.TableFiles`); default 1.
+        storage_options: passed to fsspec for a URL.
+        drop_last: the deprecated old name of ``drop_remainder`` (a
+            ``DeprecationWarning``).
 
     >>> import os, tempfile, json, pyarrow as pa
     >>> d = tempfile.mkdtemp()                       # a DatasetDict folder with one split

@@ -195,6 +195,12 @@ def _slice(columns: dict[str, Any], lo: int, hi: int) -> dict[str, np.ndarray]:
 class BatchesDataset(_TableDataset):
     """Fixed-size batches as dicts of numpy arrays; made by :func:`read_batches`.
 
+    Args:
+        files: the :class:`~feedline.formats.parquet.arrow.TableFiles` to read.
+        cache_fragments: how many decoded fragments to keep, a positive int.
+        batch_size: rows per batch, a positive int.
+        drop_last: true leaves out a last batch shorter than ``batch_size``.
+
     >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
     >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
@@ -249,6 +255,13 @@ class BatchesDataset(_TableDataset):
 class FragmentsDataset(_TableDataset):
     """Whole row groups / record batches as dicts of numpy arrays; made by
     :func:`read_fragments`.
+
+    Args:
+        files: the :class:`~feedline.formats.parquet.arrow.TableFiles` to read.
+        cache_fragments: how many decoded fragments to keep, a positive int.
+        on_error: what a fragment that does not decode or convert does: ``"raise"`` (the
+            default) raises; ``"skip"``/``"warn"`` yield it as an empty batch (zero rows,
+            the same columns) and list ``(path, fragment)`` in ``skipped``.
 
     >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
@@ -318,12 +331,22 @@ def read_rows(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableFile
               storage_options: dict | None = None) -> RowsDataset:
     """Rows of Parquet / Arrow IPC files as dicts; see the module docstring.
 
-    ``paths``: a path, URL, glob or directory, or a list of them (expanded by
-    :func:`feedline.storage.fs.expand`, each pattern's matches sorted; of a local directory only
-    the files ending in one of :data:`TABLE_SUFFIXES` are read), or a
-    :class:`~feedline.formats.parquet.arrow.TableFiles`. ``columns``, ``format``,
-    ``on_error``, ``min_fragment_rows``, ``storage_options``: as for ``TableFiles``. ``cache_fragments``: how
-    many decoded fragments to keep.
+    Args:
+        paths: a path, URL, glob or directory, or a list of them (expanded by
+            :func:`feedline.storage.fs.expand`, each pattern's matches sorted; of a local
+            directory only the files ending in one of :data:`TABLE_SUFFIXES` are read, and
+            one without any raises ``FileNotFoundError``), or a
+            :class:`~feedline.formats.parquet.arrow.TableFiles` (then the options below
+            that describe files are not used).
+        columns: the columns to read; ``None`` (the default) reads all. As for
+            :class:`~feedline.formats.parquet.arrow.TableFiles`.
+        format: ``"auto"`` (the default), ``"parquet"`` or ``"arrow"``.
+        on_error: what a file that cannot be opened does: ``"raise"`` (the default),
+            ``"skip"`` or ``"warn"`` (left out).
+        cache_fragments: how many decoded fragments to keep, a positive int (default 2).
+        min_fragment_rows: join Arrow record batches into fragments of at least this
+            many rows (default 1), as for ``TableFiles``.
+        storage_options: passed to fsspec for URLs.
 
     >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
@@ -342,8 +365,25 @@ def read_batches(paths: str | os.PathLike | Sequence[str | os.PathLike] | TableF
                  storage_options: dict | None = None, drop_last: Any = UNSET) -> BatchesDataset:
     """Batches of ``batch_size`` rows as dicts of numpy arrays; see the module docstring.
     A batch inside one fragment is a set of views; one spanning fragments is
-    concatenated. The last batch is shorter unless ``drop_remainder`` (``drop_last`` is
-    its deprecated old name). Other arguments as for :func:`read_rows`.
+    concatenated.
+
+    Args:
+        paths: paths, URLs, globs or directories, or a
+            :class:`~feedline.formats.parquet.arrow.TableFiles`, as for :func:`read_rows`.
+        batch_size: rows per batch, a positive int (else ``ValueError``/``TypeError``).
+        drop_remainder: false (the default) keeps a shorter last batch; true leaves it
+            out.
+        columns: the columns to read; ``None`` (the default) reads all.
+        format: ``"auto"`` (the default), ``"parquet"`` or ``"arrow"``.
+        on_error: what a file that cannot be opened does: ``"raise"`` (the default),
+            ``"skip"`` or ``"warn"``.
+        cache_fragments: how many decoded fragments to keep (default 2).
+        min_fragment_rows: join Arrow record batches into fragments of at least this
+            many rows (default 1).
+        storage_options: passed to fsspec for URLs.
+        drop_last: the deprecated old name of ``drop_remainder`` (a
+            ``DeprecationWarning``; passing both with different values raises
+            ``TypeError``).
 
     >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
@@ -363,9 +403,20 @@ def read_fragments(paths: str | os.PathLike | Sequence[str | os.PathLike] | Tabl
                    on_error: str = "raise", cache_fragments: int = 1, min_fragment_rows: int = 1,
                    storage_options: dict | None = None) -> FragmentsDataset:
     """Whole row groups (Parquet) / record batches (Arrow) as dicts of numpy arrays, the
-    unit to split over ranks and workers; see the module docstring. Arguments as for
-    :func:`read_rows`; ``on_error`` also covers a row group that does not decode (see
-    :class:`FragmentsDataset`).
+    unit to split over ranks and workers; see the module docstring.
+
+    Args:
+        paths: paths, URLs, globs or directories, or a
+            :class:`~feedline.formats.parquet.arrow.TableFiles`, as for :func:`read_rows`.
+        columns: the columns to read; ``None`` (the default) reads all.
+        format: ``"auto"`` (the default), ``"parquet"`` or ``"arrow"``.
+        on_error: ``"raise"`` (the default), ``"skip"`` or ``"warn"``: covers a file that
+            cannot be opened and also a row group that does not decode (see
+            :class:`FragmentsDataset`).
+        cache_fragments: how many decoded fragments to keep (default 1).
+        min_fragment_rows: join Arrow record batches into fragments of at least this
+            many rows (default 1).
+        storage_options: passed to fsspec for URLs.
 
     >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
@@ -382,11 +433,20 @@ def rebatch(dataset: Dataset, batch_size: int, *, drop_remainder: bool = False,
             drop_last: Any = UNSET) -> RebatchDataset:
     """Cut a stream of column batches (dicts of equal-length arrays, e.g. the fragments of
     :func:`read_fragments`) into batches of exactly ``batch_size`` rows, in order; a
-    batch may join the end of one input and the start of the next. The last batch is
-    shorter unless ``drop_remainder`` (``drop_last`` is its deprecated old name).
+    batch may join the end of one input and the start of the next.
 
     Resumes exactly when ``dataset`` does: the state is the parent's state before the
     input that holds the next row, plus the rows of it already produced.
+
+    Args:
+        dataset: a :class:`~feedline.dataset.base.Dataset` of dicts of equal-length arrays
+            (a non-Dataset raises ``TypeError``; an item that is not such a dict raises
+            ``TypeError``/``ValueError`` when reached).
+        batch_size: rows per batch, a positive int.
+        drop_remainder: false (the default) keeps a shorter last batch; true leaves it
+            out.
+        drop_last: the deprecated old name of ``drop_remainder`` (a
+            ``DeprecationWarning``).
 
     >>> import numpy as np
     >>> parts = Dataset.from_iterable([{"a": np.arange(3)}, {"a": np.arange(3, 5)}])
@@ -401,6 +461,11 @@ def rebatch(dataset: Dataset, batch_size: int, *, drop_remainder: bool = False,
 
 class RebatchDataset(Dataset):
     """Fixed-size batches out of a stream of column batches; see :func:`rebatch`.
+
+    Args:
+        parent: the dataset of column batches (dicts of equal-length arrays).
+        batch_size: rows per batch (not validated here: :func:`rebatch` does).
+        drop_last: true leaves out a last batch shorter than ``batch_size``.
 
     >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")

@@ -64,9 +64,17 @@ def _to_arrow(values: Any) -> Any:
 class ParquetWriter(Abortable):
     """Write one Parquet file atomically; see the module docstring.
 
-    ``row_group_size``: rows per row group (positive int). ``compression``: one of
-    :data:`COMPRESSIONS`. ``schema``: a ``pyarrow.Schema`` (default: inferred).
-    ``storage_options``: for fsspec URLs (the temporary object is moved onto ``path``).
+    Args:
+        path: the file to write, local or an fsspec URL (the temporary file or object
+            beside it is moved onto ``path`` by :meth:`close`).
+        row_group_size: rows per row group, a positive int (default 65536); the last one
+            may be shorter.
+        compression: one of :data:`COMPRESSIONS` (default ``"snappy"``; ``"none"`` writes
+            uncompressed); anything else raises ``ValueError``.
+        schema: a ``pyarrow.Schema`` that all data is converted to; ``None`` (the
+            default) infers it from the first row group. Another type raises
+            ``TypeError``.
+        storage_options: passed to fsspec for a URL.
 
     >>> import os, tempfile, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "w.parquet")
@@ -121,7 +129,13 @@ class ParquetWriter(Abortable):
             raise ValueError(f"write to a closed ParquetWriter ({self.path})")
 
     def write(self, row: dict[str, Any]) -> None:
-        """Add one row (a dict from column name to value)."""
+        """Add one row.
+
+        Args:
+            row: a dict from column name to value (another type raises ``TypeError``); a
+                row lacking a column of the schema raises ``ValueError`` when its row group
+                is written. A closed writer raises ``ValueError``.
+        """
         self._check_open()
         if not isinstance(row, dict):
             raise TypeError(f"a row must be a dict of column values, got {type(row).__name__}")
@@ -131,8 +145,13 @@ class ParquetWriter(Abortable):
             self._flush(final=False)
 
     def write_batch(self, batch: Any) -> None:
-        """Add the rows of a column batch: a dict of equal-length arrays (numpy, lists,
-        pyarrow arrays) or a ``pyarrow.Table``/``RecordBatch``.
+        """Add the rows of a column batch.
+
+        Args:
+            batch: a dict of equal-length arrays (numpy, lists, pyarrow arrays; numpy
+                arrays of two or more dimensions are stored as fixed-size lists) or a
+                ``pyarrow.Table``/``RecordBatch``; another type raises ``TypeError``, a
+                batch lacking a column of the schema ``ValueError``.
 
         >>> import os, tempfile, numpy as np, pyarrow.parquet as pq
         >>> path = os.path.join(tempfile.mkdtemp(), "b.parquet")
@@ -253,11 +272,20 @@ class ParquetWriter(Abortable):
 def write_parquet(source: Iterable[Any], path: str | os.PathLike, *, batched: bool = False,
                   row_group_size: int = 65536, compression: str = "snappy", schema: Any = None,
                   storage_options: dict | None = None) -> int:
-    """Write every item of ``source`` (a :class:`~feedline.dataset.base.Dataset` or any
-    iterable) to the Parquet file ``path``, atomically, and return the number of rows.
-    Items are rows (dicts of values), or with ``batched=True`` column batches (dicts of
-    equal-length arrays). An error while iterating leaves ``path`` untouched. Other
-    arguments as for :class:`ParquetWriter`.
+    """Write every item of ``source`` to the Parquet file ``path``, atomically, and
+    return the number of rows. An error while iterating leaves ``path`` untouched.
+
+    Args:
+        source: a :class:`~feedline.dataset.base.Dataset` or any iterable; its iterator
+            is closed at the end.
+        path: the file to write, local or an fsspec URL.
+        batched: false (the default): items are rows (dicts of values); true: items are
+            column batches (dicts of equal-length arrays), as
+            :meth:`ParquetWriter.write_batch` takes them.
+        row_group_size: rows per row group (default 65536).
+        compression: one of :data:`COMPRESSIONS` (default ``"snappy"``).
+        schema: a ``pyarrow.Schema``; ``None`` (the default) infers it.
+        storage_options: passed to fsspec for a URL.
 
     >>> import os, tempfile
     >>> from feedline import Dataset
