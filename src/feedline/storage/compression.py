@@ -60,6 +60,12 @@ _WBITS = {"GZIP": 31, "ZLIB": 15}
 def normalize(value: Any, *, allow_auto: bool, name: str = "compression") -> str | None:
     """Return ``None``, ``"GZIP"``, ``"ZLIB"`` (or ``"auto"`` when allowed) for ``value``.
 
+    Args:
+        value: ``None`` or ``""`` (no compression), or a name compared case-insensitively;
+            a non-string raises ``TypeError``, an unknown name ``ValueError``.
+        allow_auto: accept ``"auto"`` (any case).
+        name: the option's name in the error message.
+
     >>> normalize("gzip", allow_auto=False), normalize("", allow_auto=False)
     ('GZIP', None)
     >>> normalize("lz4", allow_auto=True)
@@ -83,6 +89,10 @@ def normalize(value: Any, *, allow_auto: bool, name: str = "compression") -> str
 def window_bits(compression: str) -> int:
     """The ``wbits`` argument of :func:`zlib.decompressobj` for ``"GZIP"`` or ``"ZLIB"``.
 
+    Args:
+        compression: ``"GZIP"`` or ``"ZLIB"`` as :func:`normalize` returns them; anything
+            else raises ``KeyError``.
+
     >>> window_bits("GZIP"), window_bits("ZLIB")
     (31, 15)
     """
@@ -96,6 +106,9 @@ def sniff(head: bytes) -> str | None:
 
     Formats whose own header could look like a zlib header (a TFRecord whose first
     length byte is ``0x78``) must be checked by the caller first.
+
+    Args:
+        head: the file's first bytes (3 suffice).
 
     >>> import gzip, zlib
     >>> sniff(gzip.compress(b"x")), sniff(zlib.compress(b"x")), sniff(b"plain text")
@@ -115,6 +128,11 @@ class DecompressReader(io.RawIOBase):
 
     ``position`` is the number of decompressed bytes returned so far. ``skip(n)`` moves
     forward by decompressing and dropping. ``close()`` closes the underlying file.
+
+    Args:
+        fileobj: the compressed binary file, read forward in 64 KiB chunks.
+        compression: ``"GZIP"`` or ``"ZLIB"``; anything else raises ``ValueError``.
+        path: named in :class:`~feedline.exceptions.CorruptRecordError` messages.
 
     >>> import io, zlib
     >>> r = DecompressReader(io.BytesIO(zlib.compress(b"0123456789")), "ZLIB")
@@ -193,7 +211,13 @@ class DecompressReader(io.RawIOBase):
         return b""
 
     def read(self, size: int = -1) -> bytes:
-        """Return ``size`` bytes (all remaining when ``size < 0``), fewer only at the end."""
+        """Return ``size`` bytes (all remaining when ``size < 0``), fewer only at the end.
+        Damage raises :class:`~feedline.exceptions.CorruptRecordError`, after the bytes
+        that decompressed cleanly were returned.
+
+        Args:
+            size: bytes wanted; negative or ``None`` reads to the end.
+        """
         if size is None or size < 0:
             parts = []
             while True:
@@ -221,13 +245,22 @@ class DecompressReader(io.RawIOBase):
         return out
 
     def readinto(self, buffer: Any) -> int:
+        """Fill ``buffer`` with the next bytes; the number written (fewer only at the end).
+
+        Args:
+            buffer: a writable buffer.
+        """
         mv = memoryview(buffer).cast("B")
         data = self.read(len(mv))
         mv[: len(data)] = data
         return len(data)
 
     def skip(self, n: int) -> int:
-        """Decompress and drop up to ``n`` bytes; return how many were dropped."""
+        """Decompress and drop up to ``n`` bytes; return how many were dropped.
+
+        Args:
+            n: bytes to skip; fewer are dropped only at the end of the data.
+        """
         dropped = 0
         while dropped < n:
             chunk = self._decompress_some(min(n - dropped, 1 << 20))
@@ -249,6 +282,11 @@ class CompressWriter(io.RawIOBase):
     GZIP output carries modification time 0, so equal input gives equal files.
     ``flush()`` emits a sync flush point (everything written so far can be decompressed);
     ``close()`` ends the stream and closes ``fileobj``.
+
+    Args:
+        fileobj: the binary file the compressed bytes go to.
+        compression: ``"GZIP"`` or ``"ZLIB"``; anything else raises ``ValueError``.
+        level: zlib's compression level, ``0``-``9``, or ``-1`` for zlib's default (6).
 
     >>> import io, gzip
     >>> class Keep(io.BytesIO):
@@ -272,6 +310,12 @@ class CompressWriter(io.RawIOBase):
         return True
 
     def write(self, data: Any) -> int:
+        """Compress ``data`` into the file; returns its length in bytes. ``ValueError``
+        after :meth:`close`.
+
+        Args:
+            data: a bytes-like object.
+        """
         if self._c is None:
             raise ValueError("I/O operation on closed file")
         out = self._c.compress(data)
@@ -306,11 +350,17 @@ def open_reader(
 ) -> tuple[Any, str | None]:
     """Open ``path`` for reading; return ``(stream, compression)``.
 
-    ``path`` is a local path or a URL (:func:`feedline.storage.fs.open_file`, with
-    ``storage_options``). The stream is the binary file itself when ``compression`` is
-    ``None``, else a :class:`DecompressReader` over it. ``compression="auto"`` asks
-    ``detect`` (which reads the start of the raw file) and rewinds before reading, so
-    detecting costs no second open.
+    The stream is the binary file itself when the compression is ``None``, else a
+    :class:`DecompressReader` over it.
+
+    Args:
+        path: a local path or a URL (:func:`feedline.storage.fs.open_file`).
+        compression: ``None``, ``"GZIP"``, ``"ZLIB"`` (as :func:`normalize` returns them)
+            or ``"auto"``, which asks ``detect`` and rewinds before reading, so detecting
+            costs no second open.
+        storage_options: passed to :func:`~feedline.storage.fs.open_file`.
+        detect: reads the start of the raw file and returns its compression; required
+            with ``"auto"`` (else ``ValueError``).
 
     >>> import gzip, os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "a.gz")
@@ -336,8 +386,10 @@ def open_reader(
 
 
 def stream_size(f: Any) -> int:
-    """Size in bytes of the seekable binary file ``f`` (local or fsspec), leaving its
-    position where it was.
+    """Size in bytes of a seekable binary file, leaving its position where it was.
+
+    Args:
+        f: the open file (local or fsspec).
 
     >>> import io
     >>> f = io.BytesIO(b"abcdef"); _ = f.seek(2)
@@ -357,6 +409,9 @@ def compression_property(open_method: str) -> property:
     ``open_method`` opens the file and replaces ``"auto"`` there by what it found. The
     property returns ``None``, ``"GZIP"`` or ``"ZLIB"``, opening the file only when it
     must find out.
+
+    Args:
+        open_method: the name of the reader's method that opens the file.
 
     >>> class Reader:
     ...     compression = compression_property("_open")
@@ -378,7 +433,13 @@ def compression_property(open_method: str) -> property:
 
 def local_path(path: str | os.PathLike, what: str, stream_reader: str) -> str:
     """``path`` without a ``file://`` scheme; ``ValueError`` for a remote URL, which the
-    positional reads of random access (by ``what``) cannot use.
+    positional reads of random access cannot use.
+
+    Args:
+        path: a local path, ``file://`` URL or remote URL.
+        what: the class that needs random access, named in the error.
+        stream_reader: the sequential reader the error suggests instead, such as
+            ``"feedline.recordio.read"``.
 
     >>> local_path("file:///data/a.rec", "IndexedRecordIO", "feedline.recordio.read")
     '/data/a.rec'
@@ -400,6 +461,11 @@ def local_path(path: str | os.PathLike, what: str, stream_reader: str) -> str:
 
 def open_writer(path: str | os.PathLike, compression: str | None) -> Any:
     """Open ``path`` for writing through a 1 MiB buffer, compressing when asked.
+
+    Args:
+        path: a local path, created or truncated.
+        compression: ``None``, ``"GZIP"`` or ``"ZLIB"`` (a :class:`CompressWriter` at
+            zlib's default level).
 
     >>> import os, tempfile, zlib
     >>> path = os.path.join(tempfile.mkdtemp(), "a.z")
