@@ -70,6 +70,10 @@ _COSTS = ("classification", "regression")
 def accuracy(output: Any, label: Any) -> Any:
     """Fraction of rows whose largest output is at the label's index (a 0-dim tensor).
 
+    Args:
+        output: the scores of a batch, classes along the last dimension.
+        label: the class indices, ``output``'s shape without its last dimension.
+
     >>> import torch
     >>> float(accuracy(torch.tensor([[0.1, 0.9], [0.8, 0.2]]), torch.tensor([1, 1])))
     0.5
@@ -110,7 +114,26 @@ def _inputs(inputs: Any) -> tuple[tuple[str, InputType], ...]:
 class Network:
     """A model factory plus its inputs and optimization settings; see the module docstring.
 
-    Made by :func:`network`; all settings are keyword-only and validated here.
+    Made by :func:`network`; all settings are keyword-only and validated here (the
+    errors are those :func:`network` lists).
+
+    Args:
+        model: a function returning a ``torch.nn.Module`` (called by
+            :meth:`create_model` with the input types it names), or a module itself;
+            anything else raises ``TypeError``.
+        inputs: the declared inputs, as in :func:`network`.
+        label: the target input, as in :func:`network`.
+        cost: the cost, as in :func:`network`.
+        metrics: extra batch metrics, as in :func:`network`.
+        learning_rate: the optimizer's learning rate, as in :func:`network`.
+        learning_method: the optimizer, as in :func:`network`.
+        batch_size: the trainers' default batch size, as in :func:`network`.
+        model_average: the parameter averaging, as in :func:`network`.
+        regularization: the L2 weight decay, as in :func:`network`.
+        gradient_clipping_threshold: per-element gradient clipping, as in
+            :func:`network`.
+        max_grad_norm: gradient norm clipping, as in :func:`network`.
+        sparse_update: sparse-row updates of embeddings, as in :func:`network`.
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
@@ -350,8 +373,11 @@ class Network:
     def data_feeder(self, feeding: Any = None) -> Any:
         """A :class:`~feedline.feeder.DataFeeder` for the inputs and ``feeding``.
 
-        A feeding map that does not match the inputs raises ``ValueError`` naming the
-        input.
+        Args:
+            feeding: where each input sits in a sample: ``None`` (the declaration
+                order), a dict ``{name: column or key}`` or a list of names, one per
+                column (``None`` skips one). A map that does not match the inputs raises
+                ``ValueError`` naming the input.
         """
         from feedline.feeder import DataFeeder
 
@@ -361,11 +387,25 @@ class Network:
             raise ValueError(f"the feeding map does not match the network's inputs: {exc}") from exc
 
     def forward(self, model: Any, inputs: Mapping[str, Any]) -> Any:
-        """``model(*features)`` for a fed batch ``inputs``."""
+        """``model(*features)`` for a fed batch ``inputs``.
+
+        Args:
+            model: the module to call (or its ``DistributedDataParallel`` wrapper).
+            inputs: ``{input name: tensor}`` of the batch; the features are passed in
+                declaration order, the label is not passed.
+        """
         return model(*[inputs[n] for n in self.feature_names])
 
     def compute_cost(self, output: Any, inputs: Mapping[str, Any]) -> Any:
-        """The scalar cost tensor of a batch."""
+        """The scalar cost tensor of a batch.
+
+        Args:
+            output: the model's output for the batch.
+            inputs: ``{input name: tensor}`` of the batch; the label is read from it.
+
+        Raises:
+            ValueError: the cost is not a 0-dimensional tensor.
+        """
         import torch.nn.functional as F
 
         label = None if self.label is None else inputs[self.label]
@@ -389,7 +429,12 @@ class Network:
         return cost
 
     def compute_metrics(self, output: Any, inputs: Mapping[str, Any]) -> dict[str, float]:
-        """``{name: float}`` batch means of :attr:`metrics`."""
+        """``{name: float}`` batch means of :attr:`metrics`.
+
+        Args:
+            output: the model's output for the batch.
+            inputs: ``{input name: tensor}`` of the batch; the label is read from it.
+        """
         label = None if self.label is None else inputs[self.label]
         out = {}
         for name, fn in self.metrics.items():
@@ -432,18 +477,46 @@ def network(
 ) -> Callable[[Any], Network]:
     """Decorator: ``@network(inputs=..., ...)`` over a model function -> :class:`Network`.
 
-    ``inputs``: ``{name: feedline.data_type type}`` (or ``(name, type)`` pairs), in the
-    order the samples' columns are fed by default. ``learning_rate`` > 0 and
-    ``learning_method`` (default :class:`AdamOptimizer`) make the optimizer;
-    ``regularization``: :class:`L2Regularization`; ``model_average``:
-    :class:`ModelAverage`; ``gradient_clipping_threshold``: clip every gradient element
-    to ``[-t, t]`` (PaddlePaddle's meaning); ``max_grad_norm``: scale the gradients so
-    their global L2 norm is at most this; ``batch_size``: the default batch size of
-    trainers built from this network. ``label``, ``cost`` and ``metrics``: see the
-    module docstring; ``sparse_update``: sparse-row updates of embedding tables (see the
-    module docstring). Calling it on a ``torch.nn.Module`` instance works too:
-    ``network(inputs=...)(module)``. The result is the network and its own factory:
-    ``net() is net``.
+    The settings are validated at once, before the decorator is applied. Calling it on a
+    ``torch.nn.Module`` instance works too: ``network(inputs=...)(module)``. The result
+    is the network and its own factory: ``net() is net``.
+
+    Args:
+        inputs: ``{name: feedline.data_type type}`` (or ``(name, type)`` pairs), in the
+            order the samples' columns are fed by default; at least one, names unique
+            (else ``ValueError``; a malformed entry raises ``TypeError``).
+        label: the name of the target input; by default the input called ``"label"`` if
+            there is one, else ``None`` (no label). A name that is not an input raises
+            ``ValueError``.
+        cost: ``"classification"`` (cross entropy over logits; adds the ``"accuracy"``
+            metric), ``"regression"`` (mean squared error), a callable
+            ``cost(output, label)`` returning a scalar tensor, or ``None`` (the model's
+            output *is* the cost). By default ``"classification"`` for an
+            ``integer_value`` label, ``"regression"`` for a dense one, ``None`` without
+            a label; any other label type needs it given (else ``ValueError``), and a
+            str cost needs a label.
+        metrics: ``{name: fn(output, label)}`` returning the batch's mean value; passes
+            report sample-weighted means. ``None``: none besides ``"accuracy"``.
+        learning_rate: the optimizer's learning rate, a number > 0 (else
+            ``ValueError``).
+        learning_method: :class:`SGD`, :class:`Momentum` or :class:`AdamOptimizer`;
+            ``None``: ``AdamOptimizer()``. Anything else raises ``TypeError``.
+        batch_size: the default batch size of trainers built from this network; a
+            positive int, or ``None`` (without a trainer batch size either, the data
+            must yield batches).
+        model_average: a :class:`ModelAverage` to test and export averaged parameters;
+            ``None``: no averaging.
+        regularization: an :class:`L2Regularization` (the optimizer's weight decay);
+            ``None``: none.
+        gradient_clipping_threshold: clip every gradient element to ``[-t, t]``
+            (PaddlePaddle's meaning), ``t > 0``; ``None``: no clipping.
+        max_grad_norm: scale the gradients so their global L2 norm is at most this
+            (``> 0``); ``None``: no scaling.
+        sparse_update: sparse-row updates (see the module docstring): ``True`` for every
+            ``Embedding``/``EmbeddingBag`` of the model, a non-empty list of embedding
+            module names for those only, ``False`` for none. Needs :class:`SGD` or
+            :class:`AdamOptimizer` (else ``ValueError``); a name that is not an
+            embedding raises ``ValueError`` when the model is created.
 
     >>> import torch
     >>> from feedline import data_type
