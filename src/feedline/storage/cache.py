@@ -112,6 +112,10 @@ def fingerprint(info: dict) -> dict:
     JSON-able values. (A listing and a ``HEAD`` state the time at different precisions,
     so it is not compared where an ETag decides.)
 
+    Args:
+        info: the info dict fsspec returns for the object; it must have ``"size"``
+            (else ``KeyError``).
+
     >>> fingerprint({"size": 3, "ETag": '"abc"', "LastModified": "2026-01-01"})
     {'size': 3, 'etag': '"abc"', 'mtime': None}
     >>> fingerprint({"size": 3, "created": 1700000000.5})
@@ -216,6 +220,19 @@ def download(fs: Any, url: str, out: Any, fp: dict, *, start: int = 0, end: int 
     written. Raises :class:`IncompleteDownloadError` for what cannot be made whole in
     :data:`ATTEMPTS` tries, :class:`DownloadCancelled` when ``stop`` is set.
 
+    Args:
+        fs: the fsspec filesystem of ``url`` (S3 replies are checked for
+            ``Content-Range`` and ETag with ``If-Match``; other stores for length).
+        url: the object's URL.
+        out: an open binary file the bytes are written to, in order.
+        fp: the object's :func:`fingerprint`: its ``"size"`` bounds ``end`` and its
+            ``"etag"`` must still match.
+        start: the first byte's offset.
+        end: the offset after the last byte, at most the object's size; ``None``: the end.
+        stop: checked before each ranged GET (16 MiB each); when set, the download stops
+            with :class:`DownloadCancelled`.
+        verify_checksum: check a whole object against an ETag that is a plain MD5.
+
     >>> import io, fsspec
     >>> fs = fsspec.filesystem("memory"); fs.pipe("/download-doc/a", b"0123456789")
     >>> out = io.BytesIO()
@@ -254,12 +271,24 @@ def download(fs: Any, url: str, out: Any, fp: dict, *, start: int = 0, end: int 
 class ShardCache:
     """Local copies of remote files in ``cache_dir``; see the module docstring.
 
-    ``limit``: the most bytes the entries may hold together (``None``: no limit).
-    ``block_size``: bytes per block entry of :meth:`read_range`. ``read_ahead``: after a
-    block is fetched, fetch the next one in the background; :meth:`prefetch` does the
-    same for a whole object (readers call it for the next shard). ``hits`` and
-    ``misses`` count this object's lookups that found an entry or had to download one;
-    ``evicted`` the entries it deleted; ``fetched_bytes`` the bytes it downloaded.
+    ``hits`` and ``misses`` count this object's lookups that found an entry or had to
+    download one; ``evicted`` the entries it deleted; ``fetched_bytes`` the bytes it
+    downloaded. Making one deletes the temporary files of dead downloads (:meth:`sweep`).
+
+    Args:
+        cache_dir: the directory holding the entries, created if missing; several
+            processes may share it.
+        limit: the most bytes the entries may hold together (``None``: no limit); not a
+            positive int raises ``TypeError``/``ValueError`` naming ``cache_limit``.
+        storage_options: fsspec options for the store; feedline's cache keys in it are
+            dropped.
+        block_size: bytes per block entry of :meth:`read_range`; must be a positive int
+            (the error names ``cache_block_size``).
+        read_ahead: after a block is fetched, fetch the next one in the background, and
+            let :meth:`prefetch_next` fetch the next planned object (readers call it for
+            the next shard).
+        verify_checksum: check each whole object downloaded against an ETag that is a
+            plain MD5.
 
     >>> import os, tempfile, fsspec
     >>> fs = fsspec.filesystem("memory")
@@ -310,6 +339,9 @@ class ShardCache:
     def entry(self, url: str) -> str:
         """The path ``url``'s whole copy has (or would have) in the cache.
 
+        Args:
+            url: the remote object's URL.
+
         >>> import tempfile
         >>> os.path.basename(ShardCache(tempfile.mkdtemp()).entry("s3://b/train-01.tar"))
         '168ce557d03da539-train-01.tar'
@@ -331,7 +363,11 @@ class ShardCache:
 
     def info(self, url: str) -> dict:
         """The :func:`fingerprint` of ``url`` as the store reports it now (one ``HEAD``);
-        ``FileNotFoundError`` when it is missing."""
+        ``FileNotFoundError`` when it is missing.
+
+        Args:
+            url: the remote object's URL.
+        """
         fs = self._fs(url)
         with remote_errors(url):
             try:
@@ -360,7 +396,14 @@ class ShardCache:
         its cache entry, downloaded first if it is missing or stale (``fp``: the
         fingerprint, when the caller already has it). Setting ``stop`` (from another
         thread) abandons a download in progress: its temporary file is removed and
-        :class:`DownloadCancelled` is raised."""
+        :class:`DownloadCancelled` is raised.
+
+        Args:
+            url: a local path (returned unchanged) or a remote URL.
+            stop: an event that, set from another thread, cancels the download.
+            fp: the object's fingerprint when the caller already has it (spares a
+                ``HEAD``); ``None`` uses a listing's or asks the store.
+        """
         url = os.fspath(url)
         if not is_remote(url):
             return url
@@ -428,7 +471,16 @@ class ShardCache:
     def read_range(self, url: str, start: int, end: int, *, fp: dict | None = None) -> bytes:
         """Bytes ``[start, end)`` of ``url`` (fewer only at the object's end), from its
         whole entry when there is a valid one, else from block entries fetched as
-        needed (``fp``: the fingerprint, when the caller already has it)."""
+        needed. With ``read_ahead``, the block after the last one read is fetched in
+        the background.
+
+        Args:
+            url: the remote object's URL.
+            start: the first byte's offset.
+            end: the offset after the last byte; ``end <= start`` gives ``b""``.
+            fp: the object's fingerprint when the caller already has it; ``None`` uses a
+                listing's or asks the store.
+        """
         fp = self.fingerprint_of(url) if fp is None else fp
         end = min(end, fp["size"])
         if end <= start:
@@ -491,33 +543,56 @@ class ShardCache:
     # ------------------------------------------------------------------ read-ahead
     def plan(self, urls: list[str]) -> None:
         """Remember the order of ``urls``: :meth:`prefetch_next` then fetches the object
-        after the one being opened."""
+        after the one being opened.
+
+        Args:
+            urls: the files in reading order; local paths are left out.
+        """
         remote = [u for u in urls if is_remote(u)]
         self._next.update(zip(remote, remote[1:]))
 
     def listed(self, infos: dict[str, dict]) -> None:
         """Take the fingerprints of a listing (``url -> fsspec info``): the next open of
         each of these URLs uses its fingerprint instead of asking the store (one LIST
-        validates a whole epoch's files instead of one HEAD per file)."""
+        validates a whole epoch's files instead of one HEAD per file).
+
+        Args:
+            infos: fsspec info dicts by URL; one without a usable ``"size"`` is ignored.
+        """
         for url, info in infos.items():
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 self._known[url] = fingerprint(info)
 
     def fingerprint_of(self, url: str, *, consume: bool = True) -> dict:
-        """The fingerprint a listing gave for ``url`` (used once), else the store's now."""
+        """The fingerprint a listing gave for ``url``, else the store's now (one ``HEAD``).
+
+        Args:
+            url: the remote object's URL.
+            consume: forget the listing's fingerprint once used, so the next call asks
+                the store.
+        """
         with self._count_lock:
             fp = self._known.pop(url, None) if consume else self._known.get(url)
         return self.info(url) if fp is None else fp
 
     def prefetch_next(self, url: str) -> None:
-        """Fetch the object planned after ``url`` (see :meth:`plan`) in the background."""
+        """Fetch the object planned after ``url`` (see :meth:`plan`) in the background;
+        nothing when none is planned or ``read_ahead`` is off.
+
+        Args:
+            url: the URL being opened.
+        """
         nxt = self._next.get(url)
         if nxt is not None and self.read_ahead:
             self.prefetch(nxt)
 
     def prefetch(self, url: str) -> None:
         """Fetch ``url`` into the cache in a background thread (errors are left for the
-        reader that opens it to meet)."""
+        reader that opens it to meet). Nothing when that fetch is already running.
+
+        Args:
+            url: the remote object's URL.
+        """
         def fetch() -> None:
             self.local(url, fp=self.fingerprint_of(url, consume=False))
 
@@ -595,7 +670,11 @@ class ShardCache:
 
     def evict(self, *, keep: str | None = None) -> int:
         """Delete least recently used entries until the total fits ``limit`` (``keep``
-        is never deleted); return how many were deleted.
+        is never deleted); return how many were deleted. Nothing without a ``limit``.
+
+        Args:
+            keep: the path of an entry that is never deleted (the one just fetched);
+                ``None``: none.
 
         >>> import tempfile, time
         >>> cache = ShardCache(tempfile.mkdtemp(), limit=5)
@@ -640,6 +719,11 @@ def cache_for(storage_options: dict | None) -> ShardCache | None:
     """The :class:`ShardCache` that readers given ``storage_options`` share in this
     process, or ``None`` when the options carry no ``"cache_dir"``.
 
+    Args:
+        storage_options: the reader's options; ``"cache_dir"``, ``"cache_limit"``,
+            ``"cache_block_size"``, ``"read_ahead"`` and ``"verify_checksum"`` configure the
+            cache, the rest go to fsspec. Equal options share one cache per process.
+
     >>> import tempfile
     >>> d = tempfile.mkdtemp()
     >>> cache_for({"cache_dir": d, "cache_limit": 1 << 30}) is cache_for({"cache_dir": d, "cache_limit": 1 << 30})
@@ -666,6 +750,12 @@ def with_cache(storage_options: dict | None, cache_dir: str | os.PathLike | None
                cache_limit: int | None = None) -> dict | None:
     """``storage_options`` with a reader's ``cache_dir=`` and ``cache_limit=`` keywords
     added as the cache's keys (unchanged when ``cache_dir`` is ``None``).
+
+    Args:
+        storage_options: the reader's options; copied, never changed.
+        cache_dir: the cache directory, or ``None`` for no cache.
+        cache_limit: the cache's size bound in bytes, a positive int or ``None`` (no
+            bound); given without ``cache_dir`` it raises ``ValueError``.
 
     >>> with_cache({"anon": True}, "/tmp/c", 1 << 30)
     {'anon': True, 'cache_dir': '/tmp/c', 'cache_limit': 1073741824}
