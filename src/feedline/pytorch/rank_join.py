@@ -69,6 +69,9 @@ def count_samples(batch: Any) -> int:
     the length of a list or tuple of scalars, else the count of the first value of a
     dict, list or tuple (a collated batch); 1 for anything else.
 
+    Args:
+        batch: a batch as a loader yields it.
+
     >>> import numpy as np
     >>> count_samples({"x": np.zeros((3, 2)), "y": np.zeros(3)}), count_samples([5, 6]), count_samples(7)
     (3, 2, 1)
@@ -97,6 +100,16 @@ class RankJoin:
     """The per-step agreement of the ranks of ``group`` (default: the whole job); see the
     module docstring. Call :meth:`begin` at the start of every epoch and :meth:`step`
     once per step with this rank's next batch, or :data:`END` when its part has ended.
+
+    Args:
+        policy: ``"pad"`` (the default) repeats a rank's last batch, flagged as padding,
+            while another rank still has one; ``"drop_remainder"`` ends the epoch for
+            every rank at the first step at which some rank has no batch. Another value
+            raises ``ValueError``.
+        samples: counts the samples of a batch for the padded and dropped counts
+            (default :func:`count_samples`); a non-callable raises ``TypeError``.
+        group: the ``torch.distributed`` process group whose ranks agree; ``None`` (the
+            default) is the whole job. A group of one exchanges nothing.
 
     >>> j = RankJoin("pad")
     >>> j.begin(); j.step([1, 2]), j.step(END), j.stats()["batches"]
@@ -136,9 +149,17 @@ class RankJoin:
     def step(self, item: Any, rest: Callable[[], Iterable[Any]] | None = None
              ) -> tuple[Any, bool] | None:
         """``(batch, padding)`` for this step, or ``None`` when the epoch has ended on every
-        rank. ``item``: this rank's next batch or :data:`END`; ``rest()``: the batches
-        after it, read and counted as dropped when ``"drop_remainder"`` ends the epoch
-        early (not called otherwise)."""
+        rank.
+
+        Under ``"pad"``, a step at which some rank has an empty part (no batch to repeat)
+        raises the same ``RuntimeError`` on every rank.
+
+        Args:
+            item: this rank's next batch, or :data:`END` when its part has ended.
+            rest: returns the batches after ``item``, read and counted as dropped when
+                ``"drop_remainder"`` ends the epoch early (not called otherwise);
+                ``None``: nothing more is counted.
+        """
         c = self._counts
         if self._ended:
             return None
@@ -186,8 +207,21 @@ class RankJoin:
 
 class Joined:
     """``iterable`` with its ranks joined (see the module docstring); every ``iter()`` is
-    an epoch. ``padding``: whether the batch last yielded repeats an earlier one;
-    ``flag_key``: also set ``batch[flag_key]`` (a bool tensor) in dict batches, on a copy.
+    an epoch. ``padding``: whether the batch last yielded repeats an earlier one. Other
+    attributes are the iterable's own (``batch_size``, ...).
+
+    Args:
+        iterable: the batches, re-iterable once per epoch (a ``DataLoader``).
+        policy: ``"pad"`` (the default) repeats a rank's last batch, flagged as padding,
+            while another rank still has one; ``"drop_remainder"`` ends the epoch for
+            every rank at the first step at which some rank has no batch. Another value
+            raises ``ValueError``.
+        samples: counts the samples of a batch for the padded and dropped counts
+            (default :func:`count_samples`); a non-callable raises ``TypeError``.
+        group: the ``torch.distributed`` process group whose ranks agree; ``None`` (the
+            default) is the whole job. A group of one exchanges nothing.
+        flag_key: also set ``batch[flag_key]`` (a bool tensor, true for a repeated
+            batch) in dict batches, on a copy; ``None`` (the default) sets nothing.
 
     >>> joined = Joined([{"x": 1}], flag_key="padding")
     >>> [b for b in joined], joined.padding
@@ -223,6 +257,15 @@ def joined(rank_join: RankJoin, it: Iterator[Any], flag_key: str | None = None
            ) -> Iterator[Any]:
     """One epoch of ``it`` with the ranks joined by ``rank_join`` (see :class:`Joined`).
 
+    ``it`` is closed (when it has ``close``) when the epoch ends or the generator is
+    closed.
+
+    Args:
+        rank_join: the agreement to use; :meth:`RankJoin.begin` is called first.
+        it: this rank's batches for the epoch.
+        flag_key: also set ``batch[flag_key]`` (a bool tensor, true for a repeated
+            batch) in dict batches, on a copy; ``None`` (the default) sets nothing.
+
     >>> list(joined(RankJoin(), iter("ab")))
     ['a', 'b']
     """
@@ -247,6 +290,13 @@ def join(iterable: Iterable[Any], *, policy: str = "pad",
          flag_key: str | None = None) -> Joined:
     """``iterable`` (a ``DataLoader``) with the ranks of the job joined at every step; see
     the module docstring and :class:`Joined`.
+
+    Args:
+        iterable: the batches, re-iterable once per epoch (a ``DataLoader``).
+        policy: ``"pad"`` (the default) or ``"drop_remainder"``; see :class:`Joined`.
+        samples: counts the samples of a batch (default :func:`count_samples`).
+        group: the process group whose ranks agree; ``None``: the whole job.
+        flag_key: the key of the padding flag set in dict batches; ``None``: none.
 
     >>> loader = join([[1, 2], [3]], policy="drop_remainder")
     >>> list(loader)
