@@ -79,8 +79,15 @@ def decode_sample(sample: dict[str, Any], *, fields: Iterable[str] | None = None
                   image_mode: str = "RGB") -> dict[str, Any]:
     """Return a new sample with the known fields decoded (see the module docstring).
 
-    ``fields``: decode only these extensions (``None``: every known one); ``image_mode``
-    is passed to :func:`feedline.image.decode` (``"RGB"`` or ``"L"``).
+    Args:
+        sample: field name -> value; ``bytes``-like values of known extensions are
+            decoded, the rest (and ``__key__``/``__url__``) copied as they are. The input
+            is not changed. A field that does not decode raises
+            :class:`~feedline.exceptions.DecodeError` naming the sample key and field.
+        fields: decode only the fields with these names; ``None`` (the default) decodes
+            every field of a known extension.
+        image_mode: passed to :func:`feedline.image.decode` for image fields: ``"RGB"``
+            (the default) or ``"L"``.
 
     >>> raw = {"__key__": "k", "json": b"[1, 2]", "cls": b"3", "txt": b"hi"}
     >>> decode_sample(raw)

@@ -59,6 +59,9 @@ _MAGIC_GAPS = b"FLWDSIX2"
 def index_path(shard: str) -> str:
     """The sidecar index path of ``shard``: ``shard + ".index"``.
 
+    Args:
+        shard: the shard's path or URL.
+
     >>> index_path("s3://bucket/train-000001.tar")
     's3://bucket/train-000001.tar.index'
     """
@@ -67,10 +70,16 @@ def index_path(shard: str) -> str:
 
 def write_index(shard: str, offsets: Sequence[int], *, ends: Sequence[int] | None = None,
                 storage_options: dict | None = None) -> str:
-    """Write ``offsets`` (sample starts, then the data end) as ``shard``'s index
-    (atomically for a local shard); return the index path. ``ends`` (one per sample,
-    where its data ends) is stored only when some sample ends before the next one
-    starts (the ``FLWDSIX2`` layout).
+    """Write ``shard``'s index (atomically for a local shard); return the index path.
+
+    Args:
+        shard: the shard's path or URL; the index goes to :func:`index_path` of it.
+        offsets: each sample's start, then where the last one's data ends.
+        ends: where each sample's data ends, one per sample (another count raises
+            ``ValueError``); stored only when some sample ends before the next one starts
+            (the ``FLWDSIX2`` layout). ``None`` (the default): every sample ends where the
+            next starts.
+        storage_options: passed to fsspec for a URL.
 
     >>> import os, tempfile
     >>> shard = os.path.join(tempfile.mkdtemp(), "a.tar")
@@ -104,8 +113,13 @@ def write_index(shard: str, offsets: Sequence[int], *, ends: Sequence[int] | Non
 def read_ranges(shard: str, *, storage_options: dict | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
     """``(starts, ends)`` of the samples in ``shard``'s index (``uint64`` arrays of
-    ``n``): sample ``i`` is the byte range ``[starts[i], ends[i])``. An index that is
-    damaged or inconsistent raises :class:`~feedline.exceptions.CorruptRecordError`.
+    ``n``): sample ``i`` is the byte range ``[starts[i], ends[i])``.
+
+    Args:
+        shard: the shard's path or URL (its index is :func:`index_path` of it; a missing
+            index raises ``FileNotFoundError``, a damaged or inconsistent one
+            :class:`~feedline.exceptions.CorruptRecordError`).
+        storage_options: passed to fsspec for a URL.
 
     >>> import os, tempfile
     >>> shard = os.path.join(tempfile.mkdtemp(), "r.tar")
@@ -140,9 +154,13 @@ def read_ranges(shard: str, *, storage_options: dict | None = None
 
 def read_index(shard: str, *, storage_options: dict | None = None) -> np.ndarray:
     """The offsets stored in ``shard``'s index (``n + 1`` of them, ``uint64``: each
-    sample's start, then where the last one ends); a file that is not such an index
-    raises :class:`~feedline.exceptions.CorruptRecordError`. Where the index has gaps
-    (damage left out), use :func:`read_ranges` for each sample's end.
+    sample's start, then where the last one ends). Where the index has gaps (damage left
+    out), use :func:`read_ranges` for each sample's end.
+
+    Args:
+        shard: the shard's path or URL; a file at its index path that is not such an
+            index raises :class:`~feedline.exceptions.CorruptRecordError`.
+        storage_options: passed to fsspec for a URL.
 
     >>> import os, tempfile
     >>> shard = os.path.join(tempfile.mkdtemp(), "b.tar")
@@ -155,10 +173,16 @@ def read_index(shard: str, *, storage_options: dict | None = None) -> np.ndarray
 
 def build_index(shard: str | os.PathLike, *, on_error: str = "raise",
                 storage_options: dict | None = None) -> np.ndarray:
-    """Scan ``shard`` (local path or URL), write its index beside it, return the offsets.
-    With ``on_error="skip"`` damaged samples are left out of the index (each sample's
-    end is stored too, so no sample spans the damage after it: see :func:`read_ranges`);
-    gzip-compressed shards are refused (``ValueError``: a byte range of them is not a sample).
+    """Scan ``shard``, write its index beside it, return the offsets.
+
+    Args:
+        shard: a local path or URL of an uncompressed tar shard; gzip-compressed shards
+            are refused (``ValueError``: a byte range of them is not a sample).
+        on_error: ``"raise"`` (the default) raises at damage; with ``"skip"`` (or
+            ``"warn"``) damaged samples are left out of the index (each sample's end is
+            stored too, so no sample spans the damage after it: see :func:`read_ranges`).
+        storage_options: passed to fsspec for a URL (writing the index needs write
+            access beside the shard).
 
     >>> import os, tempfile
     >>> from feedline.formats.webdataset.writer import TarWriter
@@ -188,10 +212,17 @@ def build_index(shard: str | os.PathLike, *, on_error: str = "raise",
 class IndexedTarShards(RandomAccessDataset):
     """Random access over the samples of indexed tar shards, in shard order; item ``i``
     is sample ``i`` counted across the shards. Each item is read with one ranged read
-    (local ``pread`` or a ranged GET) and decoded when ``decode`` is set (``True`` or a
-    list of extensions, see :mod:`feedline.formats.webdataset.decode`). Shards without
-    an index are indexed first (``build_index``; remote ones need write access beside
-    them, or build the indexes beforehand).
+    (local ``pread`` or a ranged GET).
+
+    Args:
+        shards: the shard paths or URLs (none raises ``ValueError``). Shards without an
+            index are indexed first (:func:`build_index`; remote ones need write access
+            beside them, or build the indexes beforehand).
+        decode: false (the default) returns raw ``bytes`` fields; ``True`` decodes every
+            known field, a list of field names only those (see
+            :mod:`feedline.formats.webdataset.decode`).
+        image_mode: ``"RGB"`` (the default) or ``"L"``, for decoded image fields.
+        storage_options: passed to fsspec for URLs.
 
     >>> import os, tempfile
     >>> from feedline.formats.webdataset.writer import ShardWriter

@@ -51,6 +51,14 @@ __all__ = ["TarWriter", "ShardWriter", "encode_field"]
 def encode_field(ext: str, value: Any) -> bytes:
     """The bytes stored for field ``ext`` holding ``value``; see the module docstring.
 
+    Args:
+        ext: the field's extension (its last dot-separated part decides ``json``,
+            ``npy`` and image encodings).
+        value: ``bytes``-like (stored as is), ``str`` (UTF-8), ``int`` (decimal text),
+            ``dict``/``list`` or anything under ``json``/``jsn`` (JSON), or a numpy array
+            under ``npy`` (``numpy.save``) or ``jpg``/``jpeg``/``png`` (an encoded
+            image); anything else raises ``TypeError``.
+
     >>> encode_field("cls", 3), encode_field("json", {"a": 1}), encode_field("txt", "é")
     (b'3', b'{"a": 1}', b'\\xc3\\xa9')
     """
@@ -90,11 +98,15 @@ def _tmp_beside(path: str) -> tuple[Any, str]:
 
 class TarWriter(Abortable):
     """Write samples into one tar shard at ``path`` (atomically: see the module
-    docstring). ``index=True`` also writes the sidecar index on close.
+    docstring).
 
-    ``write(sample)`` returns the number of bytes the sample's members occupy in the
-    archive (headers and padding included). ``count`` is the number of samples written,
-    ``size`` the archive's size so far.
+    ``count`` is the number of samples written, ``size`` the archive's size so far.
+
+    Args:
+        path: the shard to write, a local path or a URL (written locally, uploaded on
+            close).
+        index: true also writes the sidecar index on close; false (the default) does not.
+        storage_options: passed to fsspec for a URL.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "a.tar")
@@ -119,7 +131,15 @@ class TarWriter(Abortable):
         return self._tar.offset
 
     def write(self, sample: dict[str, Any]) -> int:
-        """Write one sample; see the class docstring."""
+        """Write one sample; return the number of bytes its members occupy in the
+        archive (headers and padding included).
+
+        Args:
+            sample: a dict with a non-empty str ``"__key__"`` (no ``.`` in its last path
+                component) and at least one field named by extension, each encoded by
+                :func:`encode_field`; other ``__*`` entries are not written. A bad key or
+                no field raises ``ValueError``, as does a closed writer.
+        """
         if self._closed:
             raise ValueError(f"{self.path}: write to a closed TarWriter")
         key = sample.get("__key__")
@@ -187,13 +207,21 @@ class TarWriter(Abortable):
 
 
 class ShardWriter(Closeable):
-    """Write samples into numbered shards ``pattern % shard`` (``pattern`` such as
-    ``"train-%06d.tar"``), each of at most ``maxcount`` samples and about ``maxsize``
-    bytes; see the module docstring. ``start_shard`` numbers the first shard.
+    """Write samples into numbered shards ``pattern % shard``; see the module docstring.
 
     ``shards_written`` counts the shards started, ``paths`` lists them, ``total`` counts
     the samples written. Leaving a ``with`` block by an exception drops the shard being
     written (the finished ones stay).
+
+    Args:
+        pattern: the shard names, with a %-format for the shard number such as
+            ``"train-%06d.tar"`` (else ``ValueError``); local paths or URLs.
+        maxcount: the most samples per shard, a positive int (default 100,000).
+        maxsize: a new shard starts before a sample once the current one holds this many
+            bytes, a positive int (default 3,000,000,000).
+        start_shard: the number of the first shard, a non-negative int (default 0).
+        index: true also writes each shard's sidecar index; false (the default) does not.
+        storage_options: passed to fsspec for URLs.
 
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
@@ -224,7 +252,12 @@ class ShardWriter(Closeable):
 
     def write(self, sample: dict[str, Any]) -> int:
         """Write one sample into the current shard (starting a new one first if it is
-        full); returns the bytes it occupies."""
+        full); returns the bytes it occupies.
+
+        Args:
+            sample: a dict with ``"__key__"`` and fields, as :meth:`TarWriter.write` takes
+                it.
+        """
         w = self._writer
         if w is None or w.count >= self.maxcount or w.size >= self.maxsize:
             if w is not None:
