@@ -76,13 +76,29 @@ def _kill_leftovers(private: str, *, only_ray: bool = False) -> list[int]:
         if only_ray and not (b"/site-packages/ray/" in cmd or cmd.startswith(b"ray::")
                              or b"\x00ray." in cmd):  # also `python -m ray.util...`
             continue
-        if needle in cmd or needle in env:
+        if needle in cmd or needle in env or _holds_file_in(entry, private):
             try:
                 os.kill(int(entry), signal.SIGKILL)
                 killed.append(int(entry))
             except OSError:
                 pass
     return killed
+
+
+def _holds_file_in(pid: str, private: str) -> bool:
+    """Whether process ``pid`` has a file open below ``private`` (Ray's agents rewrite
+    their command line and environment, but keep their logs in the run's folder open)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(private + os.sep):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def run_in_namespace(script: str, *args: str, timeout: float) -> dict:

@@ -1,0 +1,212 @@
+"""Ray scenarios of tests/test_ray_pack.py, run inside a loopback-only namespace.
+
+``python ray_pack_scenarios.py <workdir> <out.json>`` (started by
+:func:`ray_cluster.run_in_namespace` only): starts a head and a second node, packs image
+folders and lists with ``backend="ray"`` and with local processes, and writes what the
+tests compare as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from feedline.image.listfile import write_list
+from feedline.image.pack import pack_images
+
+HEAD_NODE = ""  # set by main(); pickled into the slow encoder by value
+
+
+class Writers(logging.Handler):
+    """Collects the (pid, node) of every task that reported writing a file."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen: list[tuple[str, int, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _, pid, node = record.args  # type: ignore[misc]
+        self.seen.append((str(record.msg).split()[0], pid, node))  # "encoded" or "wrote"
+
+
+def make_photos(root: str, per_class: int = 8) -> str:
+    from PIL import Image
+
+    photos = os.path.join(root, "photos")
+    rng = np.random.default_rng(3)
+    for label in ("cat", "dog", "emu"):
+        os.makedirs(os.path.join(photos, label))
+        for j in range(per_class):
+            img = rng.integers(0, 255, (20 + j, 30 + 2 * j, 3), dtype=np.uint8)
+            Image.fromarray(img).save(os.path.join(photos, label, f"{j}.{'png' if j % 2 else 'jpg'}"))
+    return photos
+
+
+def files_of(folder: str) -> dict[str, bytes]:
+    return {name: open(os.path.join(folder, name), "rb").read() for name in sorted(os.listdir(folder))}
+
+
+def compare(workdir: str, name: str, source: str, **kw) -> dict:
+    """Pack ``source`` with local processes and with Ray tasks: the file names, whether
+    each file's bytes are equal, and the two results' counts and skipped entries."""
+    out: dict = {}
+    folders = {}
+    for backend in ("process", "ray"):
+        folder = os.path.join(workdir, f"{name}-{backend}")
+        result = pack_images(source, os.path.join(folder, "train"), backend=backend, num_workers=2,
+                             **kw)
+        folders[backend] = files_of(folder)
+        out[backend] = {"counts": result.counts, "skipped": result.skipped, "count": result.count}
+    local, ray = folders["process"], folders["ray"]
+    out["names"] = [sorted(local), sorted(ray)]
+    out["equal"] = {n: local[n] == ray.get(n) for n in local}
+    return out
+
+
+class SlowOnSecond:
+    """The pack's own encoder, slowed down on the second node (so that the node is busy
+    when it is killed), noting the node of every call."""
+
+    def __init__(self, encode, log: str, head: str) -> None:
+        self.encode, self.log, self.head = encode, log, head
+
+    def __call__(self, item):
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+        with open(self.log, "a") as f:
+            f.write(f"{node} {time.time()}\n")
+        time.sleep(0.02 if node == self.head else 0.3)
+        return self.encode(item)
+
+
+def pack_losing_a_node(workdir: str, photos: str, cluster) -> dict:
+    """Pack ``photos`` with Ray tasks (the pack's own task code, a slowed encoder) and
+    kill the second node while it encodes; compare with a local pack."""
+    import threading
+
+    from feedline.formats.sharded import ShardedWriter
+    from feedline.image import _pack_ray, pack
+    from feedline.image.listfile import list_folder
+
+    os.remove(os.path.join(photos, "broken.jpg"))  # scenario 2's, not in a class folder
+    items, _ = list_folder(photos)
+    config = pack._Config(root=photos, pass_through=False, resize=16, center_crop=False,
+                          encoding=".jpg", quality=95, color="rgb", skip_errors=False)
+    log = os.path.join(os.environ["FEEDLINE_RAY_PRIVATE"], "calls")
+    encode = SlowOnSecond(pack._RecordTask(config, "recordio", False), log, HEAD_NODE)
+    folder = os.path.join(workdir, "killed-ray")
+    writer = ShardedWriter(os.path.join(folder, "train"), 2, format="recordio", suffix=".rec")
+    bar = pack._Progress(len(items), False)
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["written"] = _pack_ray.pack_with_tasks(
+                items, encode, writer, format="recordio", num_workers=2, on_error="raise",
+                bar=bar)[0]
+        except Exception:  # noqa: BLE001 - reported to the test
+            outcome["error"] = traceback.format_exc()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    killed = False
+    deadline = time.time() + 60
+    while thread.is_alive() and time.time() < deadline and not killed:
+        calls = _calls(log)
+        if any(node != HEAD_NODE and time.time() - t < 0.2 for node, t in calls):
+            cluster.kill_node()
+            killed = True
+        time.sleep(0.01)
+    thread.join(120)
+    local = os.path.join(workdir, "killed-local")
+    pack_images(photos, os.path.join(local, "train"), num_shards=2, resize=16, num_workers=2)
+    os.remove(os.path.join(local, "train.lst"))  # pack_with_tasks was given no list to write
+    calls = _calls(log)
+    mine, theirs = files_of(local), files_of(folder)
+    return {"killed": killed, "outcome": outcome, "items": len(items), "calls": len(calls),
+            "nodes": len({node for node, _ in calls}), "names": [sorted(mine), sorted(theirs)],
+            "equal": {n: mine[n] == theirs.get(n) for n in mine}}
+
+
+def _calls(log: str) -> list[tuple[str, float]]:
+    if not os.path.exists(log):
+        return []
+    with open(log) as f:
+        return [(node, float(t)) for node, t in (line.split() for line in f if line.strip())]
+
+
+def main(workdir: str, out: str) -> None:
+    import ray
+
+    from ray_cluster import LocalCluster
+
+    results: dict = {"driver_pid": os.getpid()}
+    writers = Writers()
+    log = logging.getLogger("feedline.image._pack_ray")
+    log.setLevel(logging.DEBUG)
+    log.addHandler(writers)
+    cluster = LocalCluster()
+    try:
+        cluster.start()
+        os.environ["RAY_ADDRESS"] = cluster.address
+        ray.init(address=cluster.address, log_to_driver=False)
+        cluster.wait_nodes(2)
+        results["nodes"] = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+        photos = make_photos(workdir)
+
+        # 1. a folder tree, 3 RecordIO shards, shuffled and re-encoded
+        results["folder"] = compare(workdir, "folder", photos, num_shards=3, resize=16,
+                                    shuffle=True, seed=4)
+        results["folder_writers"] = writers.seen
+        writers.seen = []
+
+        # 2. a .lst with a missing and a broken image, skipped; 2 TFRecord shards
+        lst = os.path.join(photos, "in.lst")
+        with open(os.path.join(photos, "broken.jpg"), "wb") as f:
+            f.write(b"\xff\xd8 not really a jpeg")
+        entries = [(i, float(i % 3), f"{'cat dog emu'.split()[i % 3]}/{i // 3}.{'png' if (i // 3) % 2 else 'jpg'}")
+                   for i in range(24)]
+        entries[5] = (5, 2.0, "emu/missing.jpg")
+        entries[17] = (17, 2.0, "broken.jpg")
+        write_list(lst, entries)
+        results["list"] = compare(workdir, "list", lst, num_shards=2, format="tfrecord",
+                                  on_error="skip", encoding=".png")
+
+        # 3. a failing image under on_error="raise": no manifest, no shard, no temporary
+        failed = os.path.join(workdir, "failed")
+        try:
+            pack_images(lst, os.path.join(failed, "train"), num_shards=2, backend="ray",
+                        num_workers=2)
+            results["raise"] = {"type": None}
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            results["raise"] = {"type": type(exc).__name__, "message": str(exc),
+                                "notes": getattr(exc, "__notes__", []),
+                                "remote_tb": getattr(exc.__cause__, "tb", "")}
+        results["raise"]["left"] = sorted(os.listdir(failed)) if os.path.isdir(failed) else []
+
+        # 4. the second node killed while it encodes: the lost task is rerun, same bytes
+        global HEAD_NODE
+        HEAD_NODE = ray.get_runtime_context().get_node_id()
+        results["node_killed"] = pack_losing_a_node(workdir, photos, cluster)
+    except Exception:  # noqa: BLE001 - reported to the test
+        results["crash"] = traceback.format_exc()
+    finally:
+        try:
+            ray.shutdown()
+        finally:
+            cluster.stop()
+        with open(out, "w") as f:
+            json.dump(results, f)
+
+
+if __name__ == "__main__":
+    t0 = time.monotonic()
+    main(sys.argv[1], sys.argv[2])
+    print(f"scenarios took {time.monotonic() - t0:.1f} s")
