@@ -118,9 +118,13 @@ __all__ = ["DataProvider", "ProviderSettings", "as_dataset", "provider_dataset"]
 
 class ProviderSettings:
     """The ``settings`` object a data provider function receives (PaddlePaddle's
-    PyDataProvider2 ``settings``): ``input_types`` (``{name: type}`` of the network, or
-    ``None``), ``is_train``, ``logger``, plus the keyword arguments of
-    ``@net.provider(...)`` as attributes.
+    PyDataProvider2 ``settings``): ``input_types``, ``is_train``, ``logger`` (this
+    module's logger), plus any further keyword arguments (those of
+    ``@net.provider(...)``) as attributes.
+
+    Args:
+        input_types: ``{name: type}`` of the network's inputs, or ``None``.
+        is_train: true for training data, false for test data (stored as a bool).
 
     >>> ProviderSettings(is_train=False, dictionary={"a": 0}).dictionary
     {'a': 0}
@@ -178,10 +182,18 @@ def provider_dataset(method: Any, file_list: Any, *, input_types: Any = None,
     ``file_list`` in order, as a :class:`~feedline.Dataset` (resumable: a restored
     iterator re-opens the current file and skips the samples already read).
 
-    ``method(settings, filename)`` (or ``method(filename)``) yields samples: dicts keyed by
-    input name, or tuples in the network's input order. ``settings`` is a
-    :class:`ProviderSettings` with ``input_types``, ``is_train`` and the keyword
-    arguments of ``@net.provider(...)``.
+    Args:
+        method: ``method(settings, filename)`` (or ``method(filename)``, when it takes
+            one positional parameter) yields samples: dicts keyed by input name, or
+            tuples in the network's input order. ``settings`` is a
+            :class:`ProviderSettings` with ``input_types``, ``is_train`` and the keyword
+            arguments of ``@net.provider(...)``. A non-callable raises ``TypeError``.
+        file_list: the file names, read in this order (non-str names are converted
+            with ``str``); not a str. An empty list raises ``ValueError``, a
+            non-iterable ``TypeError``.
+        input_types: ``settings.input_types``: ``{name: type}`` of the network, or
+            ``None``.
+        is_train: ``settings.is_train``.
 
     >>> def process(settings, filename):
     ...     for i in range(2):
@@ -203,6 +215,11 @@ def provider_dataset(method: Any, file_list: Any, *, input_types: Any = None,
 
 def as_dataset(data: Any) -> Dataset:
     """``data`` as a :class:`Dataset`: itself, or a stream over a reader's calls.
+
+    Args:
+        data: a :class:`~feedline.Dataset` (returned as it is) or a reader, a function
+            returning an iterable (called once per epoch); anything else raises
+            ``TypeError``.
 
     >>> from feedline import Dataset
     >>> ds = Dataset.range(3)
@@ -306,19 +323,37 @@ def _batch_samples(item: Any) -> int:
 class DataProvider(RunnerItem):
     """Feeds the batches of ``data``; see the module docstring.
 
-    ``feeding``: the feeding map (``None``: declaration order). ``batch_size``: batch
-    the samples of ``data`` (default: ``network.batch_size``; ``None`` on both: ``data``
-    yields batches). ``drop_last``: drop a last smaller batch. ``prefetch``: convert up
-    to this many batches ahead in a background thread (0: in the training thread);
-    ``prefetch_next_pass``: let that thread go on into the next pass's first batches
-    when a pass's data ends (see "Feeding ahead" above; no effect without ``prefetch``).
-    ``shard``, ``split_mode``, ``remainder``: data-parallel splitting (see above).
-    ``sequence``, ``non_blocking``, ``sparse_layout`` (``"csr"`` or ``"csc"``: the layout
-    of sparse inputs' tensors): passed to :func:`~feedline.pytorch.convert.to_torch`.
-    ``stats``: time every pipeline stage (``dataset.iterator(stats=True)``); after each
-    pass ``last_stats`` holds its :class:`~feedline.runtime.stats.StatsReport`.
-    ``state_key``: checkpoint entry name (testers use ``None``: they always start a pass
-    from the beginning).
+    Args:
+        data: a :class:`~feedline.Dataset` or a reader (a function returning an
+            iterable); anything else raises ``TypeError``.
+        feeding: the feeding map (see :meth:`~feedline.train.Network.data_feeder`;
+            ``None``: declaration order); checked against the network's inputs in
+            ``initialize``.
+        batch_size: batch the samples of ``data``; a positive int (default:
+            ``network.batch_size``; ``None`` on both: ``data`` yields batches).
+        drop_last: drop a last smaller batch of each pass.
+        prefetch: convert up to this many batches ahead in a background thread; a
+            non-negative int (0: in the training thread).
+        shard: under data parallel, read only this rank's part of the data (see "Data
+            parallel" above); ``False``: every rank reads ``data`` as it is.
+        split_mode: how a random-access dataset is split across ranks: ``"strided"``
+            or ``"contiguous"`` (see :func:`~feedline.train.distributed.split_dataset`).
+        remainder: what evens out the ranks' parts: ``"pad"``, ``"drop"`` or
+            ``"keep"`` (testers: no join; see "Data parallel" above).
+        sequence: what a sequence input becomes: ``"padded"``, ``"packed"`` or
+            ``"flat"`` (see :func:`~feedline.pytorch.convert.to_torch`).
+        non_blocking: copy the batches to the device asynchronously.
+        sparse_layout: the layout of sparse inputs' tensors, ``"csr"`` or ``"csc"``.
+        stats: time every pipeline stage (``dataset.iterator(stats=True)``); after each
+            pass ``last_stats`` holds its :class:`~feedline.runtime.stats.StatsReport`.
+        state_key: the checkpoint entry name (testers use ``None``: they always start a
+            pass from the beginning).
+        prefetch_next_pass: let the ``prefetch`` thread go on into the next pass's first
+            batches when a pass's data ends (see "Feeding ahead" above; no effect
+            without ``prefetch``); a bool.
+
+    An option outside its listed values raises ``ValueError`` (a wrong type
+    ``TypeError``) here, before any data is read.
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
