@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -166,6 +167,18 @@ def main(workdir: str, out: str) -> None:
                                     shuffle=True, seed=4)
         results["folder_writers"] = writers.seen
         writers.seen = []
+
+        # 1b. `feedline pack --ray` (a new process, RAY_ADDRESS) writes the same files
+        cli = os.path.join(workdir, "cli", "train")
+        done = subprocess.run(
+            [sys.executable, "-m", "feedline", "pack", photos, cli, "--num-shards", "3",
+             "--resize", "16", "--shuffle", "--seed", "4", "--num-workers", "2", "--quiet",
+             "--ray"], capture_output=True, text=True, timeout=120)
+        local = files_of(os.path.join(workdir, "folder-process"))
+        got = files_of(os.path.dirname(cli)) if done.returncode == 0 else {}
+        results["cli"] = {"returncode": done.returncode, "stderr": done.stderr[-2000:],
+                          "names": [sorted(local), sorted(got)],
+                          "equal": {n: local[n] == got.get(n) for n in local}}
 
         # 2. a .lst with a missing and a broken image, skipped; 2 TFRecord shards
         lst = os.path.join(photos, "in.lst")

@@ -42,6 +42,12 @@ def test_folder_pack_on_ray_is_byte_identical_to_a_local_pack(report):
     assert case["ray"] == case["process"] and case["ray"]["count"] == 24
 
 
+def test_feedline_pack_ray_on_the_command_line_writes_the_same_files(report):
+    case = report["cli"]
+    assert case["returncode"] == 0, case["stderr"]
+    _byte_identical(case)
+
+
 def test_tasks_not_the_driver_write_the_files(report):
     writers = report["folder_writers"]
     kinds = [kind for kind, _, _ in writers]
