@@ -219,6 +219,15 @@ class TorchMapDataset(torch.utils.data.Dataset):
     ``ds[i]`` is the pipeline's item ``epoch * len + i`` (``epoch`` from
     :meth:`set_epoch`, default 0), converted by the ``to_torch`` rules.
 
+    Args:
+        dataset: a random-access pipeline (a stream raises ``TypeError``; use
+            :class:`TorchIterableDataset`).
+        convert: turn numpy arrays (also inside dicts, lists and tuples) into tensors
+            (:func:`feedline.pytorch.convert.to_torch`); ``False`` hands items over as
+            they are.
+        pin_memory: pin the tensors when read in the main process (with worker
+            processes, pass ``pin_memory=True`` to the DataLoader instead).
+
     >>> import numpy as np
     >>> from feedline import Dataset
     >>> tds = TorchMapDataset(Dataset.from_arrays(np.arange(6).reshape(3, 2)))
@@ -240,7 +249,12 @@ class TorchMapDataset(torch.utils.data.Dataset):
         self._convert: Callable[[Any], Any] | None | Literal[False] = False  # built lazily per process
 
     def set_epoch(self, epoch: int) -> None:
-        """Read epoch ``epoch`` of the pipeline from now on (``DistributedSampler``-style)."""
+        """Read epoch ``epoch`` of the pipeline from now on (``DistributedSampler``-style).
+
+        Args:
+            epoch: a non-negative int (else ``ValueError``/``TypeError``): index ``i``
+                then reads the pipeline's item ``epoch * len + i``.
+        """
         self.epoch = non_negative_int("epoch", epoch)
 
     def __len__(self) -> int:
@@ -270,12 +284,24 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
     """A stream pipeline as a ``torch.utils.data.IterableDataset``; see the module
     docstring for splitting, epochs and state.
 
-    ``rank``/``world_size``: fixed instead of ``torch.distributed``'s (else ``RANK`` /
-    ``WORLD_SIZE``). ``state_dict()`` is ``{"version", "epoch", "part", "parts",
+    ``state_dict()`` is ``{"version", "epoch", "part", "parts",
     "pipeline"}``: the position of the iterator last started (``pipeline`` is ``None``
     before its first item), or of the next epoch's start when none was started; while it
     resumes parts of a saved job (:func:`job_state`) it also has ``units``, the state of
     each of those parts.
+
+    Args:
+        dataset: the pipeline (not a feedline ``Dataset``: ``TypeError``).
+        convert: turn numpy arrays (also inside dicts, lists and tuples) into tensors
+            (:func:`feedline.pytorch.convert.to_torch`); ``False`` hands items over as
+            they are.
+        pin_memory: pin the tensors when read in the main process (with worker
+            processes, pass ``pin_memory=True`` to the DataLoader instead).
+        rank: this rank, fixed instead of ``torch.distributed``'s; ``None`` (the
+            default): ``torch.distributed``'s, else ``RANK``, looked up when iterated or
+            pickled into a worker.
+        world_size: the number of ranks, fixed; ``None`` as for ``rank``, from
+            ``WORLD_SIZE``.
 
     >>> from feedline import Dataset
     >>> tds = TorchIterableDataset(Dataset.range(6).filter(lambda x: x != 2))
@@ -313,6 +339,10 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
     # ------------------------------------------------------------------ epochs
     def set_epoch(self, epoch: int) -> None:
         """Run epoch ``epoch`` at the next ``iter()`` (later ones follow from it).
+
+        Args:
+            epoch: a non-negative int (else ``ValueError``/``TypeError``); it seeds the
+                pipeline's ``shuffle``/``global_shuffle`` stages.
 
         >>> from feedline import Dataset
         >>> tds = TorchIterableDataset(Dataset.range(4).shuffle(4, seed=0))
@@ -436,10 +466,15 @@ class TorchIterableDataset(torch.utils.data.IterableDataset):
         >>> [b for b in tds], tds.epoch  # epoch 4 from its start; the next one is 5
         ([[0, 1], [2]], 5)
 
-        ``state`` may also be a job state (:func:`job_state`: the states of every rank and
-        worker of a job, combined), on any world size and ``num_workers``: the next
-        ``iter()`` runs the saved epoch and reads the remainder of the saved parts dealt
-        to this one (see :func:`job_state`).
+        Args:
+            state: a :meth:`state_dict`, to resume with the same world size and
+                ``num_workers`` (another part raises
+                :class:`~feedline.exceptions.StateError` at the next ``iter()``); or a
+                job state (:func:`job_state`: the states of every rank and worker of a
+                job, combined), on any world size and ``num_workers``: the next
+                ``iter()`` runs the saved epoch and reads the remainder of the saved
+                parts dealt to this one. A malformed state, or another ``version``,
+                raises :class:`~feedline.exceptions.StateError`.
         """
         if isinstance(state, dict) and state.get("type") == "job":
             self._pending = _check_job(state)
@@ -611,15 +646,6 @@ def job_state(states: Any) -> dict[str, Any]:
     """One state for a whole job, from the states of all its ranks, that resumes the job
     on *any* world size and number of DataLoader workers, exactly once.
 
-    ``states``: the states taken at the same step on every rank — each rank's
-    ``StatefulDataLoader.state_dict()`` (it holds one
-    :meth:`TorchIterableDataset.state_dict` per DataLoader worker), or those dataset
-    states themselves — in a list, in any order (gather them with
-    ``torch.distributed.all_gather_object`` or save one file per rank). Together they
-    must hold every part of the saved job (rank ``r``'s worker ``w`` reads part
-    ``r * W + w`` of ``R * W``) once; each part's state records what that part has
-    consumed (the position of its pipeline).
-
     The result is JSON-able: ``{"version", "type": "job", "epoch", "parts", "units"}``,
     one unit ``{"part", "parts", "pipeline"}`` per saved part. Give it to
     :meth:`TorchIterableDataset.load_state_dict` on every rank of the new job (before
@@ -638,6 +664,16 @@ def job_state(states: Any) -> dict[str, Any]:
     ``as_torch()`` — a ``split``/``shard`` in it — every rank's parts have the same
     numbers: resume such a job on its saved world size, each rank from its own state),
     or a job state given to such a pipeline.
+
+    Args:
+        states: the states taken at the same step on every rank — each rank's
+            ``StatefulDataLoader.state_dict()`` (it holds one
+            :meth:`TorchIterableDataset.state_dict` per DataLoader worker), or those
+            dataset states themselves — in a list, in any order (gather them with
+            ``torch.distributed.all_gather_object`` or save one file per rank). Together
+            they must hold every part of the saved job (rank ``r``'s worker ``w`` reads
+            part ``r * W + w`` of ``R * W``) once; each part's state records what that
+            part has consumed (the position of its pipeline).
 
     >>> from feedline import Dataset
     >>> ds = Dataset.range(12).filter(lambda x: True)
