@@ -213,6 +213,11 @@ def expand_urls(urls: str | os.PathLike | Iterable[str | os.PathLike], *,
     is expanded, and more raises ``ValueError`` (``"{a,b}"`` thirty times over, or
     ``"{0..1000000000000}"``, is refused at once instead of exhausting memory).
 
+    Args:
+        urls: one pattern or a list of them: paths or URLs with brace ranges
+            (``{000..003}``) or alternatives (``{a,b}``), globs, or directories.
+        storage_options: passed to fsspec when a remote glob or directory is listed.
+
     >>> expand_urls("s3://b/train-{00..02}.tar")
     ['s3://b/train-00.tar', 's3://b/train-01.tar', 's3://b/train-02.tar']
     >>> expand_urls(["a-{x,y}.tar", "c.tar"])
@@ -285,6 +290,11 @@ class TarShards(Dataset):
     def shard_order(self, epoch: int) -> list[str]:
         """The shards this part reads in iteration ``epoch``, in order.
 
+        Args:
+            epoch: the iteration number; with ``shuffle_shards`` the order is a
+                permutation drawn from ``(seed, epoch)``, so each epoch has its own and
+                every rank draws the same one before taking its part.
+
         >>> ds = read(["a.tar", "b.tar", "c.tar"], rank=1, world_size=2)
         >>> ds.shard_order(0)
         ['b.tar']
@@ -305,6 +315,11 @@ class TarShards(Dataset):
 
 class TarShardsIterator(DatasetIterator[dict]):
     """Iterator of :class:`TarShards`; ``skipped`` counts damaged stretches left out.
+
+    Args:
+        ds: the :class:`TarShards` whose options (decoding, ``on_error``, cache,
+            read-ahead) apply.
+        order: the shards to read, in order (what :meth:`TarShards.shard_order` gives).
 
     >>> import os, tempfile
     >>> from feedline.formats.webdataset.writer import ShardWriter
@@ -442,6 +457,13 @@ class TarShardsIterator(DatasetIterator[dict]):
                 "skipped": self._scan.skipped}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Resume at a position :meth:`get_state` returned.
+
+        Args:
+            state: a ``{"type": "webdataset", "shard", "offset", "index", ...}`` dict from
+                :meth:`get_state`; another type, a shard number outside this part's shards
+                or a negative offset raises :class:`~feedline.exceptions.StateError`.
+        """
         check_state(state, "webdataset", ("shard", "offset", "index"))
         i, offset, index = state["shard"], state["offset"], state["index"]
         if not (isinstance(i, int) and 0 <= i <= len(self._order)):
