@@ -54,6 +54,18 @@ class PrefetchAwareLoader(StatefulDataLoader):  # type: ignore[misc,valid-type] 
     rank loading its own. The state stays that of the last batch used also after the
     iterator is dropped unfinished (as Lightning drops it when ``fit()`` returns), so
     ``trainer.save_checkpoint()`` after ``fit(max_steps=...)`` resumes at the next batch.
+    Other arguments go to ``StatefulDataLoader``.
+
+    Args:
+        prefetched: how many of the last batches produced the state leaves out, a
+            non-negative int (else ``ValueError``/``TypeError``); 1 (the default) for
+            Lightning's training loop, 0 for the loader's own state.
+        join: how the ranks agree at every step when the dataset is iterable and
+            ``torch.distributed`` has more than one rank: ``"pad"`` (the default) or
+            ``"drop_remainder"`` (see :class:`~feedline.pytorch.rank_join.RankJoin`;
+            another value raises ``ValueError``), or ``None`` (off).
+        flag_key: with ``join``, the key of a padding flag (a bool tensor) added to dict
+            batches; ``None`` (the default) adds none.
 
     >>> from feedline import Dataset
     >>> loader = PrefetchAwareLoader(Dataset.range(4).as_torch(), batch_size=1)
@@ -115,7 +127,12 @@ class PrefetchAwareLoader(StatefulDataLoader):  # type: ignore[misc,valid-type] 
         return {RANKS_KEY: states}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Load a state from :meth:`state_dict` (this rank's part of a gathered one)."""
+        """Load a state from :meth:`state_dict` (this rank's part of a gathered one).
+
+        Args:
+            state_dict: what :meth:`state_dict` returned; a gathered state saved by
+                another number of ranks raises :class:`~feedline.exceptions.StateError`.
+        """
         if RANKS_KEY in state_dict:
             import torch.distributed as dist
 
@@ -168,11 +185,22 @@ class _RecordingIterator:
 def stateful_loader(pipeline: Dataset, *, batch_size: int | None = None, num_workers: int = 0,
                     prefetched: int = 1, join: str | None = "pad", flag_key: str | None = None,
                     **loader_options: Any) -> PrefetchAwareLoader:
-    """A :class:`PrefetchAwareLoader` over ``pipeline.as_torch()``: ``batch_size=None``
-    hands the pipeline's own items (already batched) over as they are; ``join`` and
-    ``flag_key``: how the ranks of a DDP job end the epoch of a stream pipeline together
-    (see the module docstring); other ``loader_options`` go to the DataLoader
-    (``shuffle`` only for a random-access pipeline).
+    """A :class:`PrefetchAwareLoader` over ``pipeline.as_torch()``.
+
+    Other keyword arguments (``loader_options``) go to the DataLoader (``shuffle`` only
+    for a random-access pipeline).
+
+    Args:
+        pipeline: the feedline pipeline (anything else raises ``TypeError``).
+        batch_size: items per batch, a positive int; ``None`` (the default) hands the
+            pipeline's own items (already batched) over as they are.
+        num_workers: DataLoader worker processes, a non-negative int (0, the default:
+            read in the main process).
+        prefetched: batches the state leaves out; see :class:`PrefetchAwareLoader`.
+        join: how the ranks of a DDP job end the epoch of a stream pipeline together:
+            ``"pad"`` (the default), ``"drop_remainder"`` or ``None`` (see the module
+            docstring).
+        flag_key: with ``join``, the key of a padding flag added to dict batches.
 
     >>> from feedline import Dataset
     >>> [b.tolist() for b in stateful_loader(Dataset.range(5).filter(bool), batch_size=2)]
@@ -204,7 +232,9 @@ class FeedlineDataModule(L.LightningDataModule):  # type: ignore[name-defined]  
         join: how the ranks of a stream pipeline agree at every step under DDP:
             ``"pad"``, ``"drop_remainder"`` or ``None`` (off); see :func:`stateful_loader`.
         flag_key: with ``join``, the key of a padding flag added to dict batches.
-        loader_options: passed to every loader (see :func:`stateful_loader`).
+
+    Other keyword arguments (``loader_options``) are passed to every loader (see
+    :func:`stateful_loader`).
 
     >>> from feedline import Dataset
     >>> dm = FeedlineDataModule(train=Dataset.range(4).filter(bool), batch_size=3)
