@@ -141,6 +141,12 @@ class Session:
     :class:`~feedline.exceptions.OutOfRangeError` when an input is used up. ``close()``
     (or leaving the ``with`` block) stops the graph's runners.
 
+    Args:
+        target: accepted for TensorFlow's signature; ignored (there is no server to connect to).
+        graph: the graph whose runners :meth:`close` stops; ``None``: the default graph
+            at the time the session is made.
+        config: accepted for TensorFlow's signature; ignored.
+
     >>> root_values = train.slice_input_producer([np.arange(3)], shuffle=False, num_epochs=1)
     >>> with Session() as sess:
     ...     [int(sess.run(root_values[0])) for _ in range(3)]
@@ -152,6 +158,21 @@ class Session:
 
     def run(self, fetches: Any, feed_dict: dict | None = None, options: Any = None,
             run_metadata: Any = None) -> Any:
+        """The values of ``fetches`` for the next element of each input they read.
+
+        Args:
+            fetches: a tensor of this module, an initialiser (its value is ``None``),
+                ``None``, or a list, tuple or dict nesting them; the result has the same
+                structure. Any other leaf raises ``TypeError``. Tensors of one input are
+                evaluated on the same element.
+            feed_dict: must be empty or ``None``: there are no placeholders, and a
+                non-empty dict raises ``TypeError``.
+            options: accepted for TensorFlow's signature; ignored.
+            run_metadata: accepted for TensorFlow's signature; ignored.
+
+        Raises:
+            OutOfRangeError: when an input is used up or its runner was stopped.
+        """
         if feed_dict:
             raise TypeError("feed_dict: there are no placeholders here; compute the value "
                             "in Python and pass it where it is needed")
@@ -173,6 +194,11 @@ def iterate(fetches: Any, *, coord: train.Coordinator | None = None) -> Iterator
     iterator: the values of ``fetches`` for each step until an input is used up (the
     ``OutOfRangeError``) or ``coord`` is asked to stop.
 
+    Args:
+        fetches: what to evaluate each step, as for :meth:`Session.run`.
+        coord: checked before every step: once its stop is requested the iterator ends;
+            ``None``: only the end of an input ends it.
+
     >>> values = train.slice_input_producer([np.arange(4)], shuffle=False, num_epochs=1)
     >>> [int(v) for v in iterate(values[0])]
     [0, 1, 2, 3]
@@ -188,6 +214,13 @@ def from_dataset(dataset: Dataset, *, capacity: int = 32, name: str | None = Non
     """A feedline :class:`~feedline.dataset.base.Dataset` as an input of this API: a
     tensor whose value is one item per step (index it, ``t[0]``, for a tuple's parts).
     Its threads and worker processes stop with the runner (``coord.request_stop``).
+
+    Args:
+        dataset: the feedline dataset; anything else raises ``TypeError``.
+        capacity: items its runner reads ahead, a positive int (else ``ValueError``/
+            ``TypeError``).
+        name: the runner's name (its thread is ``feedline-<name>``); ``None``: the
+            dataset's name.
 
     >>> from feedline import Dataset
     >>> item = from_dataset(Dataset.range(3).map(lambda x: (x, -x)))
@@ -229,19 +262,41 @@ class ReaderBase:
         raise NotImplementedError
 
     def file_records(self, filename: Any) -> Dataset:
-        """The ``(key, value)`` records of one file, as a dataset."""
+        """The ``(key, value)`` records of one file, as a dataset (the file is opened when
+        the dataset is iterated).
+
+        Args:
+            filename: the file's name or URL, ``str`` or ``bytes``; the keys start with it
+                as given (as bytes).
+        """
         path, name = _name(filename)
         return Dataset.from_reader(lambda: self._records(path, name))
 
     def read(self, queue: train.FilenameQueue, name: str | None = None) -> tuple[Tensor, Tensor]:
-        """The ``(key, value)`` tensors of one record per step."""
+        """The ``(key, value)`` tensors of one record per step: every record of the first
+        file the queue gives, then of the next.
+
+        Args:
+            queue: the filename queue (:func:`train.string_input_producer`); anything
+                else raises ``TypeError``. Its ``capacity`` is how many records are read
+                ahead.
+            name: the runner's name (its thread is ``feedline-<name>``); ``None``:
+                ``"<reader class>.read"``.
+        """
         return self._read(queue, self.file_records, name or f"{type(self).__name__}.read")
 
     def read_up_to(self, queue: train.FilenameQueue, num_records: int,
                    name: str | None = None) -> tuple[Tensor, Tensor]:
         """Up to ``num_records`` ``(key, value)`` pairs per step, as two vectors, all from
         one file (fewer at a file's end), as TensorFlow's ``read_up_to``; pair it with
-        ``batch(..., enqueue_many=True)``."""
+        ``batch(..., enqueue_many=True)``.
+
+        Args:
+            queue: the filename queue, as for :meth:`read`.
+            num_records: most pairs per step, a positive int (else ``ValueError``/
+                ``TypeError``).
+            name: the runner's name; ``None``: ``"<reader class>.read_up_to"``.
+        """
         from feedline._internal.validate import positive_int
 
         n = positive_int("num_records", num_records)
@@ -269,6 +324,10 @@ class TextLineReader(ReaderBase):
     """Lines of text files, without their line endings; the key is ``b"<file>:<line>"``,
     the line number counting from 1 and including the ``skip_header_lines`` skipped.
 
+    Args:
+        skip_header_lines: lines skipped at the start of every file; ``None``: none.
+        name: accepted for TensorFlow's signature; ignored.
+
     >>> TextLineReader(skip_header_lines=1).skip_header_lines
     1
     """
@@ -286,6 +345,19 @@ class FixedLengthRecordReader(ReaderBase):
     """Records of ``record_bytes`` bytes after ``header_bytes`` and before
     ``footer_bytes``; with ``hop_bytes`` a record starts every ``hop_bytes`` bytes
     (records may overlap). The key is ``b"<file>:<record number>"`` from 0.
+
+    Args:
+        record_bytes: the length of every record in bytes.
+        header_bytes: bytes skipped at the start of every file; ``None``: none.
+        footer_bytes: bytes ignored at the end of every file; ``None``: none.
+        hop_bytes: ``None`` or 0: records follow each other and a partial trailing
+            record raises :class:`~feedline.exceptions.CorruptRecordError` when the
+            reader reaches it; else a record starts every
+            ``hop_bytes`` bytes of the body (the file is read whole into memory) and a
+            trailing part shorter than ``record_bytes`` is left out.
+        name: accepted for TensorFlow's signature; ignored.
+        encoding: must be empty or ``None``: compressed files are not supported, and
+            any other value raises ``ValueError``.
 
     >>> FixedLengthRecordReader(record_bytes=3073).record_bytes
     3073
@@ -320,6 +392,11 @@ class FixedLengthRecordReader(ReaderBase):
 class TFRecordOptions:
     """``tf.python_io.TFRecordOptions``: the compression of TFRecord files.
 
+    Args:
+        compression_type: ``"GZIP"``, ``"ZLIB"`` (any case), or ``None``/``""`` for
+            none; kept as given and checked when a file is read (an unknown name raises
+            ``ValueError`` then).
+
     >>> TFRecordOptions("GZIP").compression_type
     'GZIP'
     """
@@ -331,6 +408,12 @@ class TFRecordOptions:
 class TFRecordReader(ReaderBase):
     """Records of TFRecord files (checksums verified); the key is ``b"<file>:<offset>"``,
     the byte offset of the record's frame in the (uncompressed) file.
+
+    Args:
+        name: accepted for TensorFlow's signature; ignored.
+        options: a :class:`TFRecordOptions` or a compression name (``"GZIP"``,
+            ``"ZLIB"``, any case, or feedline's ``"auto"``, which detects it per file);
+            ``None`` or ``""``: uncompressed files.
 
     >>> TFRecordReader(options=TFRecordOptions("ZLIB")).compression
     'ZLIB'
@@ -351,6 +434,9 @@ class TFRecordReader(ReaderBase):
 
 class WholeFileReader(ReaderBase):
     """One record per file: the key is the file name, the value its whole contents.
+
+    Args:
+        name: accepted for TensorFlow's signature; ignored.
 
     >>> WholeFileReader()
     WholeFileReader()
@@ -380,6 +466,22 @@ def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = 
     """``tf.decode_csv``: one value per column (a scalar for one record, an array for
     several), typed by ``record_defaults`` (``[1]`` int32, ``[1.0]`` float32, ``[""]``
     bytes; an empty list makes the column required). On a tensor, a list of tensors.
+    Errors are :mod:`feedline.csv`'s (``DecodeError``, ``MissingFeatureError``).
+
+    Args:
+        records: one record (``str`` or ``bytes``, no line ending), a sequence or array
+            of records, or a tensor of either.
+        record_defaults: one entry per column (per selected column with
+            ``select_cols``): its type and the value of an empty field, as
+            :mod:`feedline.csv` describes.
+        field_delim: the one-character field separator (not a quote or line break;
+            else ``ValueError``).
+        use_quote_delim: quoted fields follow RFC 4180; ``False``: quotes are ordinary
+            text.
+        name: accepted for TensorFlow's signature; ignored.
+        na_value: a field equal to it counts as empty (takes the column default).
+        select_cols: strictly increasing column indices to keep, as many as
+            ``record_defaults``; ``None``: every column.
 
     >>> decode_csv(b"1,,x", [[0], [5], [""]])
     [np.int32(1), np.int32(5), b'x']
@@ -406,6 +508,15 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
     """``tf.decode_raw``: the bytes as a vector of ``out_type`` (a batch of equal-length
     strings gives one more axis).
 
+    Args:
+        input_bytes: ``bytes``, an array of equal-length byte strings, or a tensor of
+            either; a length not a multiple of the item size raises ``ValueError``.
+        out_type: the element dtype (anything ``numpy.dtype`` accepts, such as
+            :data:`uint8` or :data:`float32`).
+        little_endian: the byte order of the input; the values come back in the
+            machine's own order.
+        name: accepted for TensorFlow's signature; ignored.
+
     >>> decode_raw(b"\\x01\\x00\\x02\\x00", int16).tolist()
     [1, 2]
     """
@@ -417,6 +528,13 @@ def parse_single_example(serialized: Any, features: dict, name: str | None = Non
                          example_names: Any = None) -> Any:
     """``tf.parse_single_example``: a dict of the features of one serialized
     ``tf.train.Example`` (see :mod:`feedline.example`); on a tensor, a dict of tensors.
+
+    Args:
+        serialized: the serialized ``Example`` bytes, or a tensor of them.
+        features: the feature names to parse and their specs
+            (:class:`FixedLenFeature`, :class:`VarLenFeature`).
+        name: accepted for TensorFlow's signature; ignored.
+        example_names: accepted for TensorFlow's signature; ignored.
 
     >>> from feedline.example import encode_example
     >>> parse_single_example(encode_example({"label": [3]}),
@@ -430,7 +548,12 @@ def parse_single_example(serialized: Any, features: dict, name: str | None = Non
 
 
 def stack(values: Sequence[Any], axis: int = 0, name: str | None = None) -> Any:
-    """``tf.stack``.
+    """``tf.stack``: the values stacked along a new axis (``numpy.stack``).
+
+    Args:
+        values: arrays (or tensors of one input) of one shape.
+        axis: the position of the new axis.
+        name: accepted for TensorFlow's signature; ignored.
 
     >>> stack([1, 2]).tolist()
     [1, 2]
@@ -439,7 +562,12 @@ def stack(values: Sequence[Any], axis: int = 0, name: str | None = None) -> Any:
 
 
 def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
-    """``tf.cast``.
+    """``tf.cast``: ``numpy``'s ``astype`` (floats to ints truncate toward zero).
+
+    Args:
+        x: a value or a tensor.
+        dtype: the target dtype (anything ``numpy.dtype`` accepts).
+        name: accepted for TensorFlow's signature; ignored.
 
     >>> cast([1.7], int32).tolist()
     [1]
@@ -448,7 +576,12 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
 
 
 def reshape(tensor: Any, shape: Sequence[int], name: str | None = None) -> Any:
-    """``tf.reshape``.
+    """``tf.reshape`` (``numpy.reshape``).
+
+    Args:
+        tensor: a value or a tensor.
+        shape: the new shape; one ``-1`` is inferred.
+        name: accepted for TensorFlow's signature; ignored.
 
     >>> reshape(np.arange(4), [2, 2]).tolist()
     [[0, 1], [2, 3]]
@@ -457,7 +590,12 @@ def reshape(tensor: Any, shape: Sequence[int], name: str | None = None) -> Any:
 
 
 def transpose(a: Any, perm: Sequence[int] | None = None, name: str | None = None) -> Any:
-    """``tf.transpose``.
+    """``tf.transpose`` (``numpy.transpose``).
+
+    Args:
+        a: a value or a tensor.
+        perm: the permutation of the axes; ``None`` reverses them.
+        name: accepted for TensorFlow's signature; ignored.
 
     >>> transpose(np.arange(6).reshape(2, 3), [1, 0]).shape
     (3, 2)
@@ -469,6 +607,13 @@ def strided_slice(input_: Any, begin: Sequence[int], end: Sequence[int],
                   strides: Sequence[int] | None = None, name: str | None = None) -> Any:
     """``tf.strided_slice`` (without the mask arguments): ``input_[begin:end:strides]``
     in each leading dimension.
+
+    Args:
+        input_: a value or a tensor.
+        begin: the start index per dimension.
+        end: the stop index (excluded) per dimension.
+        strides: the step per dimension; ``None``: 1 in each.
+        name: accepted for TensorFlow's signature; ignored.
 
     >>> strided_slice(np.arange(10), [1], [7], [2]).tolist()
     [1, 3, 5]
@@ -483,6 +628,13 @@ def py_func(func: Any, inp: Sequence[Any], Tout: Any, stateful: bool = True,  # 
     """``tf.py_func``: ``func(*values of inp)`` as a tensor (a list of tensors when
     ``Tout`` is a list: ``func`` then returns that many values), each converted to
     ``Tout``'s dtype.
+
+    Args:
+        func: a Python function of the values of ``inp``.
+        inp: its arguments: values or tensors (all tensors from one input).
+        Tout: the result's dtype, or a list of dtypes for that many results.
+        stateful: accepted for TensorFlow's signature; ignored.
+        name: accepted for TensorFlow's signature; ignored.
 
     >>> py_func(lambda a, b: a * b, [3, 4], int64)
     np.int64(12)
@@ -502,6 +654,13 @@ def py_func(func: Any, inp: Sequence[Any], Tout: Any, stateful: bool = True,  # 
 def constant(value: Any, dtype: Any = None, shape: Sequence[int] | None = None,
              name: str | None = None) -> np.ndarray:
     """``tf.constant``: the value as a numpy array (preloaded data).
+
+    Args:
+        value: a scalar, nested list or array.
+        dtype: the array's dtype; ``None``: numpy's choice.
+        shape: the shape the value is reshaped to (it must have that many elements: a
+            scalar is not broadcast as TensorFlow does); ``None``: the value's own.
+        name: accepted for TensorFlow's signature; ignored.
 
     >>> constant([1, 2], dtype=float32)
     array([1., 2.], dtype=float32)
