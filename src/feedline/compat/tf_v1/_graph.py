@@ -55,6 +55,11 @@ class Graph:
         self._lock = threading.Lock()
 
     def add(self, root: Root) -> None:
+        """Record a new root (every :class:`Root` adds itself to the default graph).
+
+        Args:
+            root: the root to record.
+        """
         with self._lock:
             self.roots.append(root)
 
@@ -64,7 +69,11 @@ class Graph:
     def stop(self, *, discard: bool = False) -> None:
         """Stop every runner (their inputs then raise ``OutOfRangeError``); with
         ``discard``, forget them too, so that the next run reads from the start (a new
-        session)."""
+        session). Waits up to 30 s for each runner's thread.
+
+        Args:
+            discard: also forget the runners, so each root starts a new one on next use.
+        """
         runners = [root._runner for root in list(self.roots) if root._runner is not None]
         for runner in runners:
             runner.stop()
@@ -134,6 +143,12 @@ class QueueRunner:
     ``coord.request_stop(ex)`` when a coordinator is registered (the queue closes, the
     reader gets ``OutOfRangeError`` and ``coord.join`` raises the exception, as in
     TensorFlow); without one the reader gets the exception.
+
+    The thread starts when the runner is made (by :meth:`Root.runner`).
+
+    Args:
+        root: the root to read; its ``capacity`` is the queue's size (at least 1), and
+            the runner registers with its graph's coordinator, if any.
 
     >>> import os, tempfile
     >>> import feedline.compat.tf_v1 as tf
@@ -221,6 +236,11 @@ class QueueRunner:
         return self._thread.is_alive()
 
     def join(self, timeout: float | None = None) -> None:
+        """Wait for the runner's thread to end (as ``threading.Thread.join``).
+
+        Args:
+            timeout: most seconds to wait; ``None``: until it ends.
+        """
         self._thread.join(timeout)
 
     def __repr__(self) -> str:
@@ -230,8 +250,10 @@ class QueueRunner:
 class Tensor:
     """A value computed from one element of ``root``: ``fn(element, memo)``.
 
-    ``set_shape(shape)`` checks every value's shape (``None`` matches any size), as
-    TensorFlow's static shape check does when the graph runs.
+    Args:
+        root: the input whose elements the tensor is computed from.
+        fn: ``fn(element, memo)`` computes the value from one element; ``memo`` caches
+            the values of other tensors on that element (each is computed once).
 
     >>> import os, tempfile
     >>> import feedline.compat.tf_v1 as tf
@@ -251,6 +273,12 @@ class Tensor:
         self.shape: tuple | None = None
 
     def set_shape(self, shape: Any) -> None:
+        """Check every value's shape from now on, as TensorFlow's static shape check does
+        when the graph runs: a value of another rank or size raises ``ValueError``.
+
+        Args:
+            shape: the sizes per dimension (a list or tuple); ``None`` matches any size.
+        """
         self.shape = tuple(shape)
 
     def get_shape(self) -> tuple | None:
