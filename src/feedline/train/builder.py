@@ -80,12 +80,19 @@ __all__ = ["RunnerBuilder", "TrainResult", "DistributedRunner"]
 class TrainResult:
     """What a training run returns (rank 0's view under data parallel).
 
-    ``passes``: one :class:`~feedline.train.EndPass` per pass run (with its test
-    result); ``test``: the last test result or ``None``; ``params``: the model's final
-    ``state_dict`` on the CPU; ``pass_id``, ``global_step``, ``samples_seen``: the
-    counters at the end; ``progress``: the :class:`~feedline.train.items.Progress`
-    records when a progress item was used (timings), else ``[]``; ``checkpoint``: the
-    newest checkpoint written, or ``None``.
+    Args:
+        passes: one :class:`~feedline.train.EndPass` per pass run (with its test
+            result).
+        test: the last test result, or ``None``.
+        params: the model's final ``state_dict``, on the CPU.
+        pass_id: the ``pass_id`` counter at the end (passes finished).
+        global_step: the ``global_step`` counter at the end (batches finished).
+        samples_seen: the ``samples_seen`` counter at the end (this rank's samples).
+        progress: the :class:`~feedline.train.items.Progress` records when a progress
+            item was used (timings), else ``[]``.
+        checkpoint: the newest checkpoint written, or ``None``.
+        trainer: the :class:`~feedline.train.Trainer` that ran, when one did
+            (:meth:`~feedline.train.Trainer.train`), else ``None``.
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
@@ -125,11 +132,18 @@ class _UseUpdater(RunnerItem):
 class RunnerBuilder:
     """Builds trainer and tester runners for ``network``; see the module docstring.
 
-    ``device``: where the model runs (default: ``cuda:<local rank>`` if available, else
-    the CPU); ``device_count``: number of data-parallel processes :meth:`run` starts;
-    ``seed``: seeds the model's initial parameters (same on every rank);
-    ``backend``: the ``torch.distributed`` backend for :meth:`run` (default gloo on the
-    CPU, NCCL with CUDA).
+    Args:
+        network: the :class:`~feedline.train.Network` to train or test (made with the
+            ``@network`` decorator); anything else raises ``TypeError``.
+        device_count: the number of data-parallel processes :meth:`build` and
+            :meth:`run` start on this machine (outside a process group); a positive int
+            (1: this process only).
+        device: where the model runs (default: ``cuda:<local rank>`` if available, else
+            the CPU).
+        seed: seeds the model's initial parameters (the same on every rank); ``None``:
+            torch's global generator as it is.
+        backend: the ``torch.distributed`` backend for the processes and for joining
+            torchrun's group (``None``: gloo on the CPU, NCCL with CUDA).
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
@@ -171,12 +185,30 @@ class RunnerBuilder:
                                split_mode: str = "strided", remainder: str = "pad",
                                stats: bool = False, sparse_layout: str = "csr",
                                prefetch_next_pass: bool = True) -> RunnerBuilder:
-        """Train on ``data`` (a Dataset or reader); see :class:`~feedline.train.items.DataProvider`
-        for the options. ``batch_size`` is per process.
+        """Train on ``data`` (a Dataset or reader); the options are
+        :class:`~feedline.train.items.DataProvider`'s, validated here.
 
         PaddlePaddle's form ``with_std_local_trainer(method=process, file_list=[...])``
         trains on the samples the data provider function ``process(settings, filename)``
         yields for each file in turn (:func:`~feedline.train.items.provider_dataset`).
+
+        Args:
+            data: the training data, a :class:`~feedline.Dataset` or a reader; give it
+                or ``method`` with ``file_list`` (else ``TypeError``).
+            method: a data provider function ``process(settings, filename)``
+                (``settings.is_train`` is true).
+            file_list: the files ``method`` reads, in order.
+            feeding: the feeding map (``None``: declaration order).
+            batch_size: samples per batch, per process (default: the network's).
+            drop_last: drop a last smaller batch of each pass.
+            prefetch: batches converted ahead in a background thread (0: none).
+            shard: under data parallel, read only this rank's part of the data.
+            split_mode: ``"strided"`` or ``"contiguous"`` split of random-access data.
+            remainder: ``"pad"``, ``"drop"`` or ``"keep"``: how the ranks' parts are
+                evened out.
+            stats: time every pipeline stage (the provider's ``last_stats``).
+            sparse_layout: the layout of sparse inputs' tensors, ``"csr"`` or ``"csc"``.
+            prefetch_next_pass: let the ``prefetch`` thread read on into the next pass.
         """
         data = self._data(data, method, file_list, is_train=True)
         self._trainer = dict(data=data, feeding=feeding, batch_size=batch_size, drop_last=drop_last,
@@ -190,9 +222,23 @@ class RunnerBuilder:
                         feeding: Any = None, batch_size: int | None = None,
                         every_n_passes: int = 1, prefetch: int = 0, shard: bool = True) -> RunnerBuilder:
         """Test on ``data`` after every ``every_n_passes`` training passes (or, without a
-        trainer, build a test runner); see :class:`~feedline.train.items.TestOnPassEnd`.
-        ``method=..., file_list=...``: a data provider, as for the trainer (its
-        ``settings.is_train`` is false)."""
+        trainer, build a test runner); the options are
+        :class:`~feedline.train.items.TestOnPassEnd`'s, validated here.
+
+        Args:
+            data: the test data, a :class:`~feedline.Dataset` or a reader; give it or
+                ``method`` with ``file_list`` (else ``TypeError``).
+            method: a data provider function, as for the trainer (its
+                ``settings.is_train`` is false).
+            file_list: the files ``method`` reads, in order.
+            feeding: the feeding map (``None``: declaration order).
+            batch_size: test samples per batch, per process (default: the network's).
+            every_n_passes: test after every ``every_n_passes``-th training pass; a
+                positive int.
+            prefetch: test batches converted ahead in a background thread (0: none).
+            shard: under data parallel, each rank tests its own part (``False``: all of
+                ``data``).
+        """
         data = self._data(data, method, file_list, is_train=False)
         self._tester = dict(data=data, feeding=feeding, batch_size=batch_size,
                             every_n_passes=every_n_passes, prefetch=prefetch, shard=shard)
@@ -213,7 +259,12 @@ class RunnerBuilder:
                                 is_train=is_train)
 
     def with_event_handler(self, handler: Any) -> RunnerBuilder:
-        """Call ``handler(event)`` with the v2 events (:mod:`feedline.train.events`)."""
+        """Call ``handler(event)`` with the v2 events (:mod:`feedline.train.events`).
+
+        Args:
+            handler: a function of one event (see
+                :class:`~feedline.train.items.EventHandler`).
+        """
         EventHandler(handler)
         self._options["events"] = {"handler": handler}
         return self
@@ -225,32 +276,55 @@ class RunnerBuilder:
         return self
 
     def with_metrics_logger(self, directory: str | os.PathLike, **kwargs: Any) -> RunnerBuilder:
-        """Add a :class:`~feedline.train.items.MetricsLogger` writing to ``directory``."""
+        """Add a :class:`~feedline.train.items.MetricsLogger` writing to ``directory``.
+
+        Args:
+            directory: where the logs go; further keyword options are the logger's.
+        """
         MetricsLogger(directory, **kwargs)
         self._options["logger"] = {"directory": directory, **kwargs}
         return self
 
     def with_checkpoints(self, directory: str | os.PathLike, **kwargs: Any) -> RunnerBuilder:
-        """Add a :class:`~feedline.train.items.Checkpointer` (``every_n_batches``,
-        ``every_n_passes``, ``keep``, ``resume``)."""
+        """Add a :class:`~feedline.train.items.Checkpointer` (keyword options
+        ``every_n_batches``, ``every_n_passes``, ``keep``, ``resume``).
+
+        Args:
+            directory: where the checkpoints go.
+        """
         Checkpointer(directory, **kwargs)
         self._options["checkpoints"] = {"directory": directory, **kwargs}
         return self
 
     def with_early_stopping(self, monitor: str = "test.cost", **kwargs: Any) -> RunnerBuilder:
-        """Add :class:`~feedline.train.items.EarlyStopping` on ``monitor``."""
+        """Add :class:`~feedline.train.items.EarlyStopping` on ``monitor``.
+
+        Args:
+            monitor: the value watched (see :class:`~feedline.train.items.EarlyStopping`;
+                default the test cost); further keyword options are the item's.
+        """
         EarlyStopping(monitor, **kwargs)
         self._options["early_stopping"] = {"monitor": monitor, **kwargs}
         return self
 
     def with_save_params(self, directory: str | os.PathLike, **kwargs: Any) -> RunnerBuilder:
-        """Add :class:`~feedline.train.items.SaveParamsOnPassEnd` writing to ``directory``."""
+        """Add :class:`~feedline.train.items.SaveParamsOnPassEnd` writing to ``directory``.
+
+        Args:
+            directory: where the params exports go; further keyword options are the
+                item's.
+        """
         SaveParamsOnPassEnd(directory, **kwargs)
         self._options["save_params"] = {"directory": directory, **kwargs}
         return self
 
     def with_item(self, item: RunnerItem) -> RunnerBuilder:
-        """Add a custom item, innermost (after the standard ones)."""
+        """Add a custom item, innermost (after the standard ones).
+
+        Args:
+            item: a :class:`~feedline.train.RunnerItem`; anything else raises
+                ``TypeError``. Items added by several calls go in call order.
+        """
         if not isinstance(item, RunnerItem):
             raise TypeError(f"`item` must be a RunnerItem, got {type(item).__name__}")
         self._extra.append(item)
@@ -263,9 +337,14 @@ class RunnerBuilder:
         outside a process group, a :class:`DistributedRunner` that runs it in that many
         processes.
 
-        ``module``: train or test this existing ``torch.nn.Module`` instead of a new one;
-        ``updater``: reuse this :class:`~feedline.train.items.LocalUpdater` (its
-        optimizer state carries over); neither with a :class:`DistributedRunner`.
+        Args:
+            module: train or test this existing ``torch.nn.Module`` instead of a new one.
+            updater: reuse this :class:`~feedline.train.items.LocalUpdater` (its
+                optimizer state carries over).
+
+        Raises:
+            ValueError: neither a trainer nor a tester was configured, or ``module`` or
+                ``updater`` was given for a :class:`DistributedRunner`.
         """
         from feedline.train.distributed import init_from_env, is_distributed
 
@@ -323,6 +402,10 @@ class RunnerBuilder:
         ``device_count`` processes that each build the trainer (a
         :class:`DistributedRunner`: the builder, its network and its data must pickle),
         and the result is rank 0's.
+
+        Args:
+            num_passes: the number of passes, a positive int (else
+                ``ValueError``/``TypeError``); without a trainer configured, ``ValueError``.
         """
         positive_int("num_passes", num_passes)
         if self._trainer is None:
@@ -340,6 +423,10 @@ class DistributedRunner:
     below run on every rank at once and return rank 0's result; leaving the block (or
     :meth:`finalize`) finalizes every rank's runner and ends the processes. An exception
     on any rank ends them all and is raised here as a ``RuntimeError``.
+
+    Args:
+        builder: the configured builder (its ``device_count`` processes and ``backend``);
+            it is pickled to every process, which calls its ``build()``.
 
     The runners' contexts live in those processes: :meth:`summary` brings rank 0's
     counters, test result and parameters back as a :class:`TrainResult`.
@@ -395,7 +482,11 @@ class DistributedRunner:
         return self._call("run_one_pass")
 
     def run(self, num_passes: int) -> int:
-        """:meth:`Runner.run` on every rank; rank 0's number of passes run."""
+        """:meth:`Runner.run` on every rank; rank 0's number of passes run.
+
+        Args:
+            num_passes: as for :meth:`Runner.run`, but a positive int.
+        """
         positive_int("num_passes", num_passes)
         return self._call("run", num_passes)
 

@@ -33,8 +33,12 @@ __all__ = ["CreateModel", "resolve_device"]
 
 
 def resolve_device(device: Any = None) -> torch.device:
-    """``device`` as a ``torch.device``; ``None`` picks ``cuda:<local rank>`` when CUDA is
-    available, else the CPU.
+    """``device`` as a ``torch.device``.
+
+    Args:
+        device: anything ``torch.device`` takes (``"cpu"``, ``"cuda:1"``, a device);
+            ``None`` picks ``cuda:<local rank>`` (modulo the GPU count) when CUDA is
+            available, else the CPU.
 
     >>> import torch
     >>> resolve_device("cpu")
@@ -52,12 +56,19 @@ def resolve_device(device: Any = None) -> torch.device:
 class CreateModel(RunnerItem):
     """Create ``network``'s model on ``device`` in ``initialize``.
 
-    ``module``: use this existing module instead of building a new one (a trainer that
-    trains several times keeps its model). ``seed``: build the model with torch's
-    generator seeded with ``seed`` (the global generator is left as it was), so that
-    every process and every run starts from the same parameters.
-    ``data_parallel``: wrap the model in ``DistributedDataParallel`` when
-    ``torch.distributed`` is initialized with more than one process (default).
+    Args:
+        network: the :class:`~feedline.train.Network` whose model to build; anything
+            else raises ``TypeError``.
+        device: where the model goes (see :func:`resolve_device`; ``None``:
+            ``cuda:<local rank>`` when CUDA is available, else the CPU).
+        module: use this existing module instead of building a new one (a trainer that
+            trains several times keeps its model); it is moved to ``device``.
+        seed: build the model with torch's generator seeded with ``seed`` (the global
+            generator is left as it was), so that every process and every run starts
+            from the same parameters; ``None``: torch's global generator as it is.
+        data_parallel: wrap the model in ``DistributedDataParallel`` when
+            ``torch.distributed`` is initialized with more than one process;
+            ``False``: never wrap.
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type

@@ -92,10 +92,23 @@ class InheritModel(RunnerItem):
 class TestOnPassEnd(RunnerItem):
     """Tests on ``data`` after every ``every_n_passes`` passes; see the module docstring.
 
-    ``feeding``, ``batch_size``: as for the training data (``batch_size`` defaults to the
-    network's). ``remainder``: how a data-parallel split treats the last samples;
-    ``shard=False``: every rank tests all of ``data`` (a stream that cannot be split; the
-    means are unchanged, the sample count is multiplied by the number of ranks).
+    Args:
+        data: the test data, a :class:`~feedline.Dataset` or a reader, as for
+            :class:`~feedline.train.items.DataProvider`.
+        feeding: the feeding map, as for the training data (``None``: declaration
+            order).
+        batch_size: batch the test samples; a positive int (default: the network's;
+            ``None`` on both: ``data`` yields batches).
+        every_n_passes: test after passes ``n - 1``, ``2n - 1``, ...; a positive int
+            (else ``ValueError``/``TypeError``).
+        remainder: how a data-parallel split treats the last samples: ``"keep"``
+            (each test sample exactly once over all ranks), ``"pad"`` or ``"drop"``
+            (see :class:`~feedline.train.items.DataProvider`).
+        shard: ``False``: every rank tests all of ``data`` (a stream that cannot be
+            split; the means are unchanged, the sample count is multiplied by the
+            number of ranks).
+        prefetch: convert up to this many test batches ahead in a background thread (0:
+            in the training thread); it never reads ahead into the next test pass.
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
