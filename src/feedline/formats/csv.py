@@ -152,6 +152,15 @@ def split_record(
 ) -> list[bytes]:
     """Split one CSV record into its fields (``bytes``, quotes removed).
 
+    Args:
+        record: one record, ``str`` (UTF-8 encoded first) or bytes-like, without its line
+            ending; another type raises ``TypeError``, bad quoting
+            :class:`~feedline.exceptions.DecodeError`.
+        field_delim: the delimiter, one character other than a quote or a newline
+            (default ``","``; else ``ValueError``).
+        use_quote_delim: true (the default) follows RFC 4180 quoting (see the module
+            docstring); false treats quotes as ordinary text.
+
     >>> split_record('x,"say ""hi"", now",')
     [b'x', b'say "hi", now', b'']
     """
@@ -198,6 +207,13 @@ def iter_records(
 ):
     """Yield the raw records of a CSV file as ``bytes`` (line endings removed; lines
     joined where a quoted field holds a newline), ready for :func:`decode_csv`.
+
+    Args:
+        path: a local path or an fsspec URL.
+        use_quote_delim: true (the default) joins the lines of a quoted field that holds
+            a newline (a quote left open at the end of the file raises
+            :class:`~feedline.exceptions.DecodeError`); false yields each line as a record.
+        compression: ``"auto"`` (the default), ``None``, ``"GZIP"`` or ``"ZLIB"``.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "a.csv")
@@ -341,8 +357,24 @@ def decode_csv(
     na_value: str = "",
     select_cols: Sequence[int] | None = None,
 ) -> list[np.ndarray]:
-    """Decode CSV ``records`` (``str`` or ``bytes``, one record each, no line ending) into
-    one numpy array per column, as ``tf.io.decode_csv``; see the module docstring.
+    """Decode CSV ``records`` into one numpy array per column, as ``tf.io.decode_csv``;
+    see the module docstring.
+
+    Args:
+        records: the records, ``str`` or ``bytes``, one record each, no line ending (a
+            single ``str``/``bytes`` is one record; a numpy array is flattened).
+        record_defaults: one entry per column, giving its type and the value of an empty
+            field, or a dtype for a required column (see the module docstring).
+        field_delim: the delimiter, one character other than a quote or a newline
+            (default ``","``; else ``ValueError``).
+        use_quote_delim: true (the default) follows RFC 4180 quoting; false treats
+            quotes as ordinary text.
+        na_value: a field equal to this (default ``""``: only an empty field) takes the
+            column default; a non-str raises ``TypeError``.
+        select_cols: the indices of the columns to decode, non-negative and strictly
+            increasing, one per entry of ``record_defaults`` (else ``ValueError``);
+            ``None`` (the default) decodes every column and requires exactly one field
+            per default.
 
     >>> decode_csv([b"1,a,0.5", b",b,"], [[0], [""], [1.5]])    # empty fields take the defaults
     [array([1, 0], dtype=int32), array([b'a', b'b'], dtype=object), array([0.5, 1.5], dtype=float32)]
@@ -450,6 +482,30 @@ class _After(Sequence[tuple[int, int, int, int]]):
 
 class CSVReader(DatasetIterator[Any]):
     """Typed records from one CSV file (see :func:`read_csv`).
+
+    Args:
+        path: a local path or an fsspec URL (``s3://``, ``gs://``, ``memory://``,
+            ``file://``); the file is opened on the first read.
+        record_defaults: one entry per column, as :func:`decode_csv` takes them.
+        header: true skips the first record (after ``skip_header_lines``) and keeps its
+            fields in ``column_names``; false (the default) reads it as data.
+        batch_size: ``None`` (the default) yields one tuple of Python values per record;
+            a positive int yields a list of numpy columns per batch of that many records.
+        field_delim: the delimiter, one character other than a quote (default ``","``).
+        use_quote_delim: true (the default) follows RFC 4180 quoting; a quoted field may
+            span lines.
+        na_value: a field equal to this (default ``""``) takes the column default.
+        select_cols: the columns to decode, as for :func:`decode_csv`.
+        compression: ``"auto"`` (the default), ``None``, ``"GZIP"`` or ``"ZLIB"``.
+        on_error: ``"raise"`` (the default) raises at a bad record, after yielding the
+            good ones before it; ``"skip"``/``"warn"`` skip it and count it in
+            ``skipped``.
+        storage_options: passed to fsspec for a URL.
+        skip_header_lines: lines to leave out at the start of the file (before
+            ``header``'s record), a non-negative int (default 0).
+        with_key: true yields ``(key, row)`` with ``key = "<path>:<line>"``, the line
+            where the record starts (with ``batch_size``: ``(keys, columns)``); a
+            non-bool raises ``TypeError``.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "a.csv")
@@ -770,6 +826,13 @@ class CSVReader(DatasetIterator[Any]):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Resume at a position :meth:`get_state` returned.
+
+        Args:
+            state: a ``{"type": "csv", "offset", "line", ...}`` dict from
+                :meth:`get_state`; another type or a missing or negative field raises
+                :class:`~feedline.exceptions.StateError`.
+        """
         check_state(state, "csv", ("offset", "line"))
         self._lines.set_state({"type": "text", "offset": state["offset"], "line": state["line"]})
         self._rows, self._row_states, self._j = [], [], 0
@@ -787,19 +850,32 @@ class CSVReader(DatasetIterator[Any]):
 def read_csv(*args: Any, **kwargs: Any) -> CSVReader:
     """Read the CSV file ``path`` with :func:`decode_csv`'s typing rules.
 
-    Yields one tuple of Python values per record (``int``, ``float``, ``bytes``) or, with
-    ``batch_size``, a list of numpy columns per batch of records. ``header=True`` skips
-    the first record and keeps its fields in ``column_names``. A quoted field may span
-    lines. Errors name the path, the line where the record starts and its byte offset;
-    with ``on_error="skip"``/``"warn"`` a bad record is skipped and counted in
-    ``skipped``. The reader's state is the byte offset and line of the next record.
-    ``path`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ``file://``)
-    read with ``storage_options``; the file is opened on the first read.
+    Returns a :class:`CSVReader`, whose options these are. Errors name the path, the line
+    where the record starts and its byte offset. The reader's state is the byte offset
+    and line of the next record.
 
-    ``skip_header_lines`` leaves out that many lines at the start of the file (before
-    ``header``'s record). ``with_key=True`` yields ``(key, row)`` with ``key =
-    "<path>:<line>"``, the line where the record starts (with ``batch_size``: ``(keys,
-    columns)``), as TensorFlow's readers return ``(key, value)``.
+    Args:
+        path: a local path or an fsspec URL (``s3://``, ``gs://``, ``memory://``,
+            ``file://``); the file is opened on the first read.
+        record_defaults: one entry per column, as :func:`decode_csv` takes them.
+        header: true skips the first record and keeps its fields in ``column_names``.
+        batch_size: ``None`` (the default) yields one tuple of Python values per record
+            (``int``, ``float``, ``bytes``); an int yields a list of numpy columns per
+            batch of that many records.
+        field_delim: the delimiter, one character (default ``","``).
+        use_quote_delim: true (the default) follows RFC 4180 quoting; a quoted field may
+            span lines.
+        na_value: a field equal to this (default ``""``) takes the column default.
+        select_cols: the columns to decode, as for :func:`decode_csv`.
+        compression: ``"auto"`` (the default), ``None``, ``"GZIP"`` or ``"ZLIB"``.
+        on_error: ``"raise"`` (the default), ``"skip"`` or ``"warn"``: a bad record is
+            then skipped and counted in ``skipped`` (see below).
+        storage_options: passed to fsspec for a URL.
+        skip_header_lines: leaves out that many lines at the start of the file (before
+            ``header``'s record).
+        with_key: true yields ``(key, row)`` with ``key = "<path>:<line>"``, the line
+            where the record starts (with ``batch_size``: ``(keys, columns)``), as
+            TensorFlow's readers return ``(key, value)``.
 
     On damage: under ``on_error="raise"`` the good records before a bad one are yielded
     first and the error is raised when the bad one is reached (the state then points at
