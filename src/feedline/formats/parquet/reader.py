@@ -146,6 +146,10 @@ class _TableDataset(RandomAccessDataset):
 class RowsDataset(_TableDataset):
     """Rows as dicts of Python values; made by :func:`read_rows`.
 
+    Args:
+        files: the :class:`~feedline.formats.parquet.arrow.TableFiles` to read.
+        cache_fragments: how many decoded fragments to keep, a positive int.
+
     >>> import os, tempfile, numpy as np, pyarrow as pa, pyarrow.parquet as pq
     >>> path = os.path.join(tempfile.mkdtemp(), "a.parquet")
     >>> pq.write_table(pa.table({"x": np.arange(5), "s": list("abcde")}), path, row_group_size=2)
