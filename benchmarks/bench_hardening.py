@@ -30,7 +30,7 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from feedline import Dataset, tfrecord  # noqa: E402
+from feedline import Dataset, ExecutionOptions, tfrecord  # noqa: E402
 
 import harness  # noqa: E402
 
@@ -88,7 +88,7 @@ def _costly(x):
 def bench_timeout(repeat: int) -> list[list[str]]:
     rows = []
     for label, fn, n in (("map, ~20 us mapper", _cheap, 20_000), ("map, ~1 ms mapper", _costly, 1_000)):
-        with_t = Dataset.range(n).map(fn, num_workers=2, timeout=60)
+        with_t = Dataset.range(n).map(fn, num_workers=2, execution=ExecutionOptions(timeout=60))
         without = Dataset.range(n).map(fn, num_workers=2)
         try:
             with_t.to_list()

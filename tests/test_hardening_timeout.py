@@ -9,6 +9,7 @@ import time
 import pytest
 
 from feedline import Dataset
+from feedline.dataset.options import ExecutionOptions
 from feedline.exceptions import StageTimeoutError
 
 RELEASE = threading.Event()
@@ -28,7 +29,7 @@ def hang_on_five_thread(x):
 
 @pytest.mark.parametrize("ordered", [True, False])
 def test_process_map_timeout_names_stage_and_element(ordered):
-    ds = Dataset.range(12).map(hang_on_five, num_workers=2, timeout=0.5, ordered=ordered)
+    ds = Dataset.range(12).map(hang_on_five, num_workers=2, execution=ExecutionOptions(timeout=0.5), ordered=ordered)
     got = []
     with pytest.raises(StageTimeoutError, match=r"map\(hang_on_five\): element 5 not done after 0\.5 s") as info:
         for x in ds:
@@ -48,14 +49,14 @@ def test_process_map_timeout_names_stage_and_element(ordered):
 
 
 def test_process_map_timeout_over_a_stream():
-    ds = Dataset.from_reader(lambda: iter(range(8))).map(hang_on_five, num_workers=2, timeout=0.5)
+    ds = Dataset.from_reader(lambda: iter(range(8))).map(hang_on_five, num_workers=2, execution=ExecutionOptions(timeout=0.5))
     with pytest.raises(StageTimeoutError, match="element 5"):
         ds.to_list()
     ds.close()
 
 
 def test_slow_but_in_time_elements_pass():
-    ds = Dataset.range(6).map(abs, num_workers=2, timeout=30)
+    ds = Dataset.range(6).map(abs, num_workers=2, execution=ExecutionOptions(timeout=30))
     assert ds.to_list() == list(range(6))
     ds.close()
 
@@ -63,7 +64,7 @@ def test_slow_but_in_time_elements_pass():
 @pytest.mark.parametrize("ordered", [True, False])
 def test_thread_map_timeout(ordered):
     RELEASE.clear()
-    ds = Dataset.range(10).map(hang_on_five_thread, num_workers=2, backend="thread", timeout=0.3,
+    ds = Dataset.range(10).map(hang_on_five_thread, num_workers=2, backend="thread", execution=ExecutionOptions(timeout=0.3),
                                ordered=ordered)
     it = iter(ds)
     with pytest.raises(StageTimeoutError, match=r"map\(hang_on_five_thread\) \[2 threads\]: element 5"):
@@ -75,14 +76,14 @@ def test_thread_map_timeout(ordered):
 
 def test_timeout_validated():
     with pytest.raises(ValueError, match="`timeout` must be a positive number of seconds or None, got 0"):
-        Dataset.range(3).map(abs, num_workers=2, timeout=0)
+        Dataset.range(3).map(abs, num_workers=2, execution=ExecutionOptions(timeout=0))
     with pytest.raises(ValueError, match="`timeout` needs `num_workers` > 0"):
-        Dataset.range(3).map(abs, timeout=1)
+        Dataset.range(3).map(abs, execution=ExecutionOptions(timeout=1))
 
 
 def test_stats_reports_a_stalled_stage():
     RELEASE.clear()
-    ds = Dataset.range(10).map(hang_on_five_thread, num_workers=1, backend="thread", buffer_size=1)
+    ds = Dataset.range(10).map(hang_on_five_thread, num_workers=1, backend="thread", execution=ExecutionOptions(buffer_size=1))
     it = ds.iterator(stats=True)
     out = []
     t = threading.Thread(target=lambda: out.extend(it))

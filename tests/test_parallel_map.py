@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from feedline import Dataset
+from feedline.dataset.options import ExecutionOptions
 from feedline.dataset.parallel_map import ParallelMapDataset
 from feedline.exceptions import SharedMemoryError, StateError, StateNotSupportedError
 from feedline.runtime import shm as shm_mod
@@ -172,7 +173,7 @@ def test_resumes_everywhere_when_chunked_and_batched(closing):
 
 
 def test_resume_after_many_items_with_array_results(closing):
-    ds = Dataset.range(40).map(image, num_workers=2, buffer_size=5)
+    ds = Dataset.range(40).map(image, num_workers=2, execution=ExecutionOptions(buffer_size=5))
     closing(ds)
     it = ds.iterator()
     for _ in range(17):
@@ -253,7 +254,7 @@ def test_buffer_size_bounds_items_in_flight(closing):
             pulled.append(i)
             yield i
 
-    ds = Dataset.from_reader(reader).map(square, num_workers=2, buffer_size=6)
+    ds = Dataset.from_reader(reader).map(square, num_workers=2, execution=ExecutionOptions(buffer_size=6))
     closing(ds)
     it = ds.iterator()
     assert next(it) == 0

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from feedline import Dataset
+from feedline import Dataset, ExecutionOptions, RayOptions
 from feedline.runtime.ray_executor import check_ray_options
 
 
@@ -29,8 +29,11 @@ def test_bad_ray_options_are_named(options, match):
 
 
 def test_ray_options_need_the_ray_backend():
+    ray = ExecutionOptions(ray=RayOptions(num_cpus=1))
     for backend in ("process", "thread"):
-        with pytest.raises(ValueError, match="`ray_options` needs backend='ray'"):
+        with pytest.raises(ValueError, match=r"`execution.ray` needs backend='ray'"):
+            Dataset.range(3).map(abs, num_workers=2, backend=backend, execution=ray)
+        with pytest.raises(ValueError, match="`ray_options` needs backend='ray'"):  # old spelling
             Dataset.range(3).map(abs, num_workers=2, backend=backend, ray_options={"num_cpus": 1})
 
 

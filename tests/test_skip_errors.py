@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from feedline import Dataset
+from feedline.dataset.options import ErrorOptions
 from feedline.exceptions import DataError, DecodeError
 
 from resume_helpers import assert_resumes_everywhere
@@ -18,7 +19,7 @@ def _decode(x):
     return x * 10
 
 
-MAPS = [{}, {"workers": 2}, {"workers": 2, "backend": "thread"}]
+MAPS = [{}, {"num_workers": 2}, {"num_workers": 2, "backend": "thread"}]
 
 
 @pytest.mark.parametrize("options", MAPS, ids=["in-thread", "processes", "threads"])
@@ -41,7 +42,7 @@ def test_skip_drops_failures_and_counts_them(options, caplog):
 
 @pytest.mark.parametrize("options", MAPS, ids=["in-thread", "processes", "threads"])
 def test_max_skips_fails_loudly(options):
-    ds = Dataset.range(10).map(_decode, on_error="skip", max_skips=2, **options)
+    ds = Dataset.range(10).map(_decode, on_error="skip", errors=ErrorOptions(max_skips=2), **options)
     try:
         got = []
         with pytest.raises(DataError, match=r"map\(_decode\): 3 elements failed, more than "
@@ -52,7 +53,7 @@ def test_max_skips_fails_loudly(options):
         assert got == [0, 20, 30, 50, 60]
     finally:
         ds.close()
-    assert Dataset.range(10).map(_decode, on_error="skip", max_skips=3).to_list()[-1] == 90
+    assert Dataset.range(10).map(_decode, on_error="skip", errors=ErrorOptions(max_skips=3)).to_list()[-1] == 90
 
 
 def test_the_log_stops_after_five_skips(caplog):
@@ -64,7 +65,7 @@ def test_the_log_stops_after_five_skips(caplog):
 
 
 def test_skip_resumes_exactly_with_its_count():
-    ds = Dataset.range(12).shuffle(4, seed=1).map(_decode, on_error="skip", max_skips=4)
+    ds = Dataset.range(12).shuffle(4, seed=1).map(_decode, on_error="skip", errors=ErrorOptions(max_skips=4))
     full = assert_resumes_everywhere(ds)
     assert len(full) == 8
     it = ds.iterator()
@@ -81,7 +82,7 @@ def test_replace_keeps_ranks_balanced_under_pad_sharding():
     counts = []
     for rank in range(3):
         ds = Dataset.range(10).shard(rank, 3, policy="pad").map(
-            _decode, on_error="replace", replacement=-1).batch(2)
+            _decode, on_error="replace", errors=ErrorOptions(replacement=-1)).batch(2)
         batches = ds.to_list()
         counts.append(len(batches))
         flat = [x for b in batches for x in b]
@@ -97,10 +98,10 @@ def test_options_are_validated():
                                          "got 'ignore'"):
         Dataset.range(3).map(abs, on_error="ignore")
     with pytest.raises(ValueError, match="`max_skips` must be a non-negative int, got -1"):
-        Dataset.range(3).map(abs, on_error="skip", max_skips=-1)
+        Dataset.range(3).map(abs, on_error="skip", errors=ErrorOptions(max_skips=-1))
     with pytest.raises(ValueError, match="`max_skips` needs on_error='skip' or 'replace'"):
-        Dataset.range(3).map(abs, max_skips=2)
+        Dataset.range(3).map(abs, errors=ErrorOptions(max_skips=2))
     with pytest.raises(ValueError, match="on_error='replace' needs a `replacement` element"):
         Dataset.range(3).map(abs, on_error="replace")
     with pytest.raises(ValueError, match="`replacement` needs on_error='replace'"):
-        Dataset.range(3).map(abs, on_error="skip", replacement=0)
+        Dataset.range(3).map(abs, on_error="skip", errors=ErrorOptions(replacement=0))

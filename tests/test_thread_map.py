@@ -10,6 +10,7 @@ import zlib
 import pytest
 
 from feedline import Dataset
+from feedline.dataset.options import ExecutionOptions
 from feedline.exceptions import StateNotSupportedError
 
 from resume_helpers import assert_resumes_as_multiset, assert_resumes_everywhere
@@ -42,7 +43,7 @@ def test_unordered_yields_everything_once():
 @pytest.mark.parametrize("source", ["random-access", "stream"])
 def test_ordered_resumes_at_every_step(source):
     src = Dataset.range(23) if source == "random-access" else stream(23)
-    assert_resumes_everywhere(src.map(crc, num_workers=2, backend="thread", buffer_size=5).batch(3))
+    assert_resumes_everywhere(src.map(crc, num_workers=2, backend="thread", execution=ExecutionOptions(buffer_size=5)).batch(3))
 
 
 @pytest.mark.parametrize("source", ["random-access", "stream"])

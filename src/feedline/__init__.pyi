@@ -29,6 +29,9 @@ from feedline import train as train
 from feedline import webdataset as webdataset
 from feedline.dataset import Dataset as Dataset
 from feedline.dataset import DatasetIterator as DatasetIterator
+from feedline.dataset.options import ErrorOptions as ErrorOptions
+from feedline.dataset.options import ExecutionOptions as ExecutionOptions
+from feedline.dataset.options import RayOptions as RayOptions
 from feedline.exceptions import *  # noqa: F403 - every error class at the top level
 from feedline.feeder import DataFeeder as DataFeeder
 from feedline.io.files import files as files

@@ -248,8 +248,11 @@ def xmap_readers(
     callable_arg("mapper", mapper)
     positive_int("process_num", process_num)
     positive_int("buffer_size", buffer_size)
+    from feedline.dataset.options import ExecutionOptions
+
     return _as_dataset(reader).map(
-        mapper, num_workers=process_num, ordered=bool(order), buffer_size=buffer_size,
+        mapper, num_workers=process_num, ordered=bool(order),
+        execution=ExecutionOptions(buffer_size=buffer_size),
         name=f"xmap({getattr(mapper, '__name__', 'mapper')})",
     )
 

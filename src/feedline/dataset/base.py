@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
+from feedline._internal.option_groups import OLD
 from feedline._internal.state import restore, state_int
 from feedline._internal.validate import (
     UNSET,
@@ -44,6 +45,7 @@ from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError
 
 if TYPE_CHECKING:  # the PyTorch face sits above this layer; only its types are named here
+    from feedline.dataset.options import ErrorOptions, ExecutionOptions
     from feedline.pytorch.dataset import TorchIterableDataset, TorchMapDataset
 
 __all__ = ["Dataset", "RandomAccessDataset", "BuildContext", "PipelineIterator"]
@@ -357,16 +359,18 @@ class Dataset(Generic[T]):
         fn: Callable[[T], U],
         *,
         num_workers: int | str = 0,
+        backend: str = "process",
         ordered: bool = True,
         seed: int | None = None,
         name: str | None = None,
-        buffer_size: int | None = None,
-        backend: str = "process",
         on_error: str = "raise",
-        max_skips: int | None = None,
-        replacement: Any = UNSET,
-        timeout: float | None = None,
-        ray_options: dict[str, Any] | None = None,
+        errors: ErrorOptions | None = None,
+        execution: ExecutionOptions | None = None,
+        buffer_size: int | None = OLD,
+        max_skips: int | None = OLD,
+        replacement: Any = OLD,
+        timeout: float | None = OLD,
+        ray_options: dict[str, Any] | None = OLD,
         workers: Any = UNSET,
     ) -> Dataset[U]:
         """Apply ``fn`` to every item: in this thread (``num_workers=0``), in
@@ -383,25 +387,31 @@ class Dataset(Generic[T]):
                 callable for worker processes and Ray).
             num_workers: ``0`` runs ``fn`` in the consumer's thread; ``N`` in ``N``
                 workers of ``backend``; ``"auto"`` picks the count by measuring.
+            backend: ``"process"`` (worker processes, shared-memory results),
+                ``"thread"`` or ``"ray"`` (tasks on the cluster ``ray.init()`` or
+                ``RAY_ADDRESS`` names).
             ordered: ``True`` keeps the input order; ``False`` yields results as they
                 finish.
             seed: seeds each worker's ``random``/numpy/torch generators per item, so a
                 run is reproducible wherever items run.
             name: the stage's name in ``it.stats()`` and errors.
-            buffer_size: items in flight to the workers (default: a few per worker).
-            backend: ``"process"`` (worker processes, shared-memory results),
-                ``"thread"`` or ``"ray"``.
             on_error: ``"raise"``; ``"skip"`` drops an element whose ``fn`` raises;
-                ``"replace"`` yields ``replacement`` in its place (rank balance under
-                sharding). Skips are counted in ``it.stats()`` and the first few logged.
-            max_skips: raise once more than this many elements failed (``None``: no
-                limit).
-            replacement: the item ``on_error="replace"`` yields.
-            timeout: seconds per element (``num_workers > 0``) before
-                :class:`~feedline.exceptions.StageTimeoutError` names the stage and element.
-            ray_options: options of the Ray tasks (``num_cpus``, ``resources``,
-                ``max_retries``, ...) with ``backend="ray"``.
-            workers: the deprecated old name of ``num_workers`` (a ``DeprecationWarning``).
+                ``"replace"`` yields ``errors.replacement`` in its place (rank balance
+                under sharding). Skips are counted in ``it.stats()`` and the first few
+                logged.
+            errors: :class:`~feedline.ErrorOptions` (``max_skips``, ``replacement``)
+                for ``on_error="skip"``/``"replace"``; ``None``: no skip limit, no
+                replacement.
+            execution: :class:`~feedline.ExecutionOptions` (``buffer_size``,
+                ``timeout``, ``ray``) for ``num_workers > 0``; ``None``: the defaults.
+
+        Deprecated:
+            ``buffer_size=``, ``timeout=``, ``ray_options=`` (a dict) are
+            ``execution=ExecutionOptions(buffer_size=, timeout=, ray=RayOptions(...))``;
+            ``max_skips=``, ``replacement=`` are ``errors=ErrorOptions(...)``;
+            ``workers=`` is ``num_workers=``. Each still works for one release with a
+            ``DeprecationWarning``; the same option given both ways with different values
+            is a ``TypeError``.
 
         >>> Dataset.range(4).map(lambda x: x * x).to_list()
         [0, 1, 4, 9]
@@ -409,16 +419,31 @@ class Dataset(Generic[T]):
         [0, 1, 2, 3]
         >>> Dataset.range(4).map(lambda x: 10 // (2 - x), on_error="skip").to_list()
         [5, 10, -10]
+        >>> from feedline import ErrorOptions
+        >>> Dataset.range(4).map(lambda x: 10 // (2 - x), on_error="replace",
+        ...                      errors=ErrorOptions(replacement=0)).to_list()
+        [5, 10, 0, -10]
         """
-        from feedline._internal.validate import (
-            one_of,
-            optional_positive_number,
-            renamed_option,
-        )
+        from feedline._internal.option_groups import regroup
+        from feedline._internal.validate import one_of, renamed_option
+        from feedline.dataset.options import ErrorOptions, ExecutionOptions, RayOptions
 
         num_workers = renamed_option("workers", "num_workers", workers, num_workers, 0)
-        timeout = optional_positive_number("timeout", timeout)
-        optional_positive_int("buffer_size", buffer_size)
+        errors = regroup("errors", ErrorOptions, errors,
+                         {"max_skips": max_skips, "replacement": replacement})
+        ray: Any = OLD
+        if ray_options is not OLD:
+            if ray_options and backend != "ray":
+                raise ValueError("`ray_options` needs backend='ray'")
+            if ray_options:
+                from feedline.runtime.ray_executor import check_ray_options
+
+                check_ray_options(ray_options)
+            ray = RayOptions(**ray_options) if ray_options else None
+        execution = regroup("execution", ExecutionOptions, execution,
+                            {"buffer_size": buffer_size, "timeout": timeout, "ray_options": ray},
+                            fields={"ray_options": "ray"})
+        buffer_size, timeout = execution.buffer_size, execution.timeout
         one_of("backend", backend, ("process", "thread", "ray"))
         parallel = num_workers == "auto" or (
             isinstance(num_workers, int) and not isinstance(num_workers, bool)
@@ -430,8 +455,9 @@ class Dataset(Generic[T]):
             if timeout is not None:
                 raise ValueError("`timeout` needs `num_workers` > 0: a mapper running in the "
                                  "consuming thread cannot be interrupted")
-        if ray_options and backend != "ray":
-            raise ValueError("`ray_options` needs backend='ray'")
+        if execution.ray is not None and backend != "ray":
+            raise ValueError("`execution.ray` needs backend='ray'")
+        ray_kwargs = None if execution.ray is None else execution.ray.as_dict()
 
         def build(f: Callable) -> Dataset:
             """The map stage for ``num_workers`` and ``backend`` (see feedline.dataset.map)."""
@@ -448,21 +474,21 @@ class Dataset(Generic[T]):
                 return ParallelMapDataset(
                     self, f, workers=num_workers, ordered=ordered, seed=seed, name=label,
                     buffer_size=buffer_size, timeout=timeout, backend=backend,
-                    ray_options=ray_options)
+                    ray_options=ray_kwargs)
             from feedline.dataset.map import MapDataset, RandomAccessMapDataset
 
             if isinstance(self, RandomAccessDataset):
                 return RandomAccessMapDataset(self, f, label)
             return MapDataset(self, f, label)
 
-        if on_error == "raise" and max_skips is None and replacement is UNSET:
+        if on_error == "raise" and errors.max_skips is None and errors.replacement is UNSET:
             return build(fn)
         from feedline.dataset.skip_errors import tolerant_map
 
         callable_arg("fn", fn)
         label = name or f"map({getattr(fn, '__name__', type(fn).__name__)})"
-        return tolerant_map(self, fn, build, on_error=on_error, max_skips=max_skips,
-                            replacement=replacement, name=label)
+        return tolerant_map(self, fn, build, on_error=on_error, max_skips=errors.max_skips,
+                            replacement=errors.replacement, name=label)
 
     def filter(self, predicate: Callable[[T], bool]) -> Dataset[T]:
         """Keep the items for which ``predicate(item)`` is true, in order.
