@@ -77,6 +77,13 @@ _GRAY_WEIGHTS = np.array([0.299, 0.587, 0.114], dtype=np.float32)
 def make_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
     """The generator :class:`Compose` uses for record ``index`` in ``epoch`` under ``seed``.
 
+    A PCG64 generator seeded with ``SeedSequence([seed, epoch, index])``.
+
+    Args:
+        seed: the run's seed, a non-negative int.
+        epoch: the epoch, a non-negative int.
+        index: the record's index, a non-negative int.
+
     >>> a = make_rng(0, 1, 2).integers(1000); b = make_rng(0, 1, 2).integers(1000)
     >>> bool(a == b)
     True
@@ -246,8 +253,13 @@ class Resize(Augmenter):
 
     The longer side becomes ``longer * shorter_side // shorter`` (rounded down, as MXNet's
     ``resize_short`` and torchvision's ``Resize(int)`` do); the aspect ratio is kept.
-    Images are scaled up as well as down. ``interpolation`` is one of
-    :data:`INTERPOLATIONS` (Pillow's antialiased filters).
+    Images are scaled up as well as down.
+
+    Args:
+        shorter_side: the shorter side's length after resizing, a positive int (else
+            ``ValueError``/``TypeError``).
+        interpolation: one of :data:`INTERPOLATIONS` (Pillow's filters; when
+            shrinking, every filter but ``"nearest"`` is antialiased), else ``ValueError``.
 
     >>> import numpy as np
     >>> Resize(4)(np.zeros((8, 12, 3), np.uint8)).shape
@@ -261,7 +273,12 @@ class Resize(Augmenter):
         self.interpolation = one_of("interpolation", interpolation, INTERPOLATIONS)
 
     def output_size(self, height: int, width: int) -> tuple[int, int]:
-        """``(height, width)`` after resizing an image of ``(height, width)``."""
+        """``(height, width)`` after resizing an image of ``(height, width)``.
+
+        Args:
+            height: the input image's height in pixels.
+            width: the input image's width in pixels.
+        """
         size = self.shorter_side
         if height <= width:
             return size, max(1, width * size // height)
@@ -279,6 +296,10 @@ class CenterCrop(Augmenter):
     The offset is ``(H - height) // 2`` and ``(W - width) // 2``. The result is a view.
     An image smaller than the crop raises ``ValueError``; put :class:`Resize` or
     :class:`Pad` before the crop.
+
+    Args:
+        size: the crop's size: an int for a square, or ``(height, width)``; positive
+            ints, else ``ValueError``/``TypeError``.
 
     >>> import numpy as np
     >>> img = np.arange(16, dtype=np.uint8).reshape(4, 4, 1)
@@ -324,6 +345,10 @@ class RandomCrop(Augmenter):
     The offsets are ``rng.integers(0, H - height + 1)`` and ``rng.integers(0, W - width +
     1)``; the result is a view. An image smaller than the crop raises ``ValueError``.
 
+    Args:
+        size: the crop's size: an int for a square, or ``(height, width)``; positive
+            ints, else ``ValueError``/``TypeError``.
+
     >>> import numpy as np
     >>> RandomCrop((2, 3))(np.zeros((5, 5, 3), np.uint8), np.random.default_rng(0)).shape
     (2, 3, 3)
@@ -366,13 +391,22 @@ class RandomResizedCrop(Augmenter):
     from ``scale`` and an aspect ratio (width / height) log-uniformly from ``ratio``; the
     first box of that area and ratio that fits in the image is placed uniformly at
     random. If none fits, the largest centred box whose ratio is ``ratio`` clamped is used.
-    The box is then resized to ``size`` (int for a square, or ``(height, width)``). These
-    are torchvision's ``RandomResizedCrop`` semantics (same defaults, same rounding, same
-    fallback); the random numbers come from ``rng``, not torch's generator.
+    The box is then resized to ``size``. These are torchvision's ``RandomResizedCrop``
+    semantics (same defaults, same rounding, same fallback); the random numbers come from
+    ``rng``, not torch's generator.
 
     At the head of a :class:`Compose`, :meth:`Compose.decode` plans the decode: the box is
     drawn from the JPEG header's size, and a box at least twice ``size`` is decoded at
     1/2, 1/4 or 1/8 scale (see ``docs/guides/images.md`` for the tolerance).
+
+    Args:
+        size: the output size: an int for a square, or ``(height, width)``.
+        scale: ``(low, high)`` range of the box's fraction of the image area, with
+            ``0 < low <= high <= 1`` (else ``ValueError``).
+        ratio: ``(low, high)`` range of the box's aspect ratio (width / height), with
+            ``0 < low <= high`` (else ``ValueError``).
+        interpolation: one of :data:`INTERPOLATIONS` (Pillow's filters; when
+            shrinking, every filter but ``"nearest"`` is antialiased), else ``ValueError``.
 
     >>> import numpy as np
     >>> aug = RandomResizedCrop(8, scale=(0.5, 1.0))
@@ -399,7 +433,13 @@ class RandomResizedCrop(Augmenter):
         self.interpolation = one_of("interpolation", interpolation, INTERPOLATIONS)
 
     def box(self, height: int, width: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
-        """Draw the crop box ``(y, x, h, w)`` for an image of ``(height, width)``."""
+        """Draw the crop box ``(y, x, h, w)`` for an image of ``(height, width)``.
+
+        Args:
+            height: the image's height in pixels.
+            width: the image's width in pixels.
+            rng: the generator the random choices are drawn from.
+        """
         area = height * width
         log_lo, log_hi = math.log(self.ratio[0]), math.log(self.ratio[1])
         lo, span = self.scale[0], self.scale[1] - self.scale[0]
@@ -467,6 +507,9 @@ class HorizontalFlip(Augmenter):
     Draws ``rng.random() < p`` once per call (also when ``p`` is 0 or 1, so that the
     draws of later augmenters do not depend on ``p``). The result is a view.
 
+    Args:
+        p: the probability of mirroring, a number in [0, 1] (else ``ValueError``).
+
     >>> import numpy as np
     >>> img = np.arange(3, dtype=np.uint8).reshape(1, 3, 1)
     >>> HorizontalFlip(p=1.0)(img)[0, :, 0].tolist()
@@ -488,17 +531,19 @@ class HorizontalFlip(Augmenter):
 class ColorJitter(Augmenter):
     """Randomly change brightness, contrast and saturation (in a random order).
 
-    Each enabled adjustment draws a factor ``a`` uniformly from ``[max(0, 1 - v), 1 + v]``
-    for its strength ``v``:
-
-    * brightness: ``img * a``;
-    * contrast: ``img * a + mean_gray * (1 - a)``, ``mean_gray`` the mean of the image's
-      luma ``0.299 R + 0.587 G + 0.114 B``;
-    * saturation: ``img * a + gray * (1 - a)`` with each pixel's luma ``gray`` (no effect
-      on a 1-channel image).
+    Each enabled adjustment (strength above 0) draws a factor ``a`` uniformly from
+    ``[max(0, 1 - v), 1 + v]`` for its strength ``v``.
 
     Pixel values are on the 0..255 scale, so put this before :class:`Normalize`. The
     result has the input's dtype, clipped to [0, 255] (and rounded for ``uint8``).
+
+    Args:
+        brightness: strength ``v`` of ``img * a``; a non-negative number, 0 (the
+            default) turns it off.
+        contrast: strength of ``img * a + mean_gray * (1 - a)``, ``mean_gray`` the mean
+            of the image's luma ``0.299 R + 0.587 G + 0.114 B``; 0 turns it off.
+        saturation: strength of ``img * a + gray * (1 - a)`` with each pixel's luma
+            ``gray`` (no effect on a 1-channel image); 0 turns it off.
 
     >>> import numpy as np
     >>> img = np.full((2, 2, 3), 100, np.uint8)
@@ -556,12 +601,17 @@ def _luma(img: np.ndarray) -> np.ndarray:
 
 
 class Pad(Augmenter):
-    """Add a border: ``padding`` pixels on every side (int) or ``(top, bottom, left,
-    right)``.
+    """Add a border of ``padding`` pixels.
 
-    ``mode`` is ``"constant"`` (filled with ``fill``: a number or one value per channel),
-    ``"edge"`` (repeat the border pixels), ``"reflect"`` (mirror without repeating the
-    edge) or ``"symmetric"`` (mirror repeating the edge), as in :func:`numpy.pad`.
+    Args:
+        padding: pixels on every side (an int) or ``(top, bottom, left, right)``;
+            non-negative ints, else ``ValueError``/``TypeError``.
+        fill: for ``"constant"``: a number or one number per channel (finite, else
+            ``ValueError``); clipped to [0, 255] for ``uint8`` images.
+        mode: ``"constant"`` (the default: filled with ``fill``), ``"edge"`` (repeat the
+            border pixels), ``"reflect"`` (mirror without repeating the edge; the padding
+            must be smaller than the image) or ``"symmetric"`` (mirror repeating the
+            edge), as in :func:`numpy.pad`. Another value raises ``ValueError``.
 
     >>> import numpy as np
     >>> Pad((1, 0, 2, 0), fill=9)(np.zeros((1, 1, 1), np.uint8))[:, :, 0].tolist()
@@ -613,9 +663,11 @@ class Pad(Augmenter):
 class Normalize(Augmenter):
     """``(img - mean) / std`` as ``float32``, per channel or with a mean image.
 
-    * ``mean``: a number, one number per channel, an ``(H, W, C)`` mean image (the size of
-      the image at this point of the chain), or the path of a ``.npy`` file holding one.
-    * ``std``: a positive number or one positive number per channel.
+    Args:
+        mean: a number, one number per channel, an ``(H, W, C)`` mean image (the size of
+            the image at this point of the chain), or the path of a ``.npy`` file holding
+            one; finite, else ``ValueError``.
+        std: a positive number or one positive number per channel (else ``ValueError``).
 
     The output is HWC ``float32``; followed by :class:`ToCHW` inside :class:`Compose`, both
     run as one pass that writes the CHW result directly.
@@ -716,6 +768,11 @@ class Normalize(Augmenter):
         """Normalise a whole ``(N, C, H, W)`` batch (any dtype) to ``float32``, with the
         same arithmetic as the per-image call, so the results are bit-identical.
 
+        Args:
+            batch: an ``(N, C, H, W)`` array (another shape raises ``ValueError``).
+            out: a float32 array of the batch's shape to write the result into (another
+                shape raises ``ValueError``); ``None`` (the default) allocates one.
+
         >>> import numpy as np
         >>> batch = np.full((2, 3, 1, 1), 100, np.uint8)
         >>> Normalize(mean=[100, 50, 0], std=[1, 2, 4]).batch_chw(batch)[1, :, 0, 0].tolist()
@@ -758,8 +815,12 @@ class ToCHW(Augmenter):
 
 
 class Cast(Augmenter):
-    """Convert to ``dtype``: ``"float32"`` or ``"uint8"`` (values rounded and clipped to
-    [0, 255] when converting floats to ``uint8``).
+    """Convert to ``dtype`` (values rounded and clipped to [0, 255] when converting
+    floats to ``uint8``).
+
+    Args:
+        dtype: ``"float32"`` (the default) or ``"uint8"``, as a name or a numpy dtype;
+            another raises ``ValueError``.
 
     >>> import numpy as np
     >>> Cast("uint8")(np.array([[[-3.0, 7.6, 300.0]]], np.float32)).tolist()
@@ -826,8 +887,11 @@ class Compose(Augmenter):
     * the result is C-contiguous and writable; with ``out=`` (an array of the result's shape and
       dtype, e.g. one row of a batch) it is written there and ``out`` is returned.
 
-    Augmenters may be any picklable callables ``f(img, rng)``; a callable that is not an
-    :class:`Augmenter` is assumed to be random. ``ToCHW`` may only be followed by ``Cast``.
+    Args:
+        augmenters: a list of augmenters, applied in order: any picklable callables
+            ``f(img, rng)``; a callable that is not an :class:`Augmenter` is assumed to be
+            random. ``ToCHW`` may only be followed by ``Cast`` (else ``ValueError``); a
+            non-list or non-callable raises ``TypeError``.
 
     >>> import numpy as np
     >>> aug = Compose([CenterCrop(2), Cast("float32"), ToCHW()])
@@ -923,10 +987,24 @@ class Compose(Augmenter):
         (:func:`feedline.image.codec.decode_region`; of a JPEG with restart markers, only
         the restart intervals that cover it); see ``docs/guides/images.md``.
 
-        ``rng``/``seed``/``epoch``/``index``/``out`` are as in :meth:`__call__`; ``path``
-        and ``record`` name the image in errors. A payload that does not decode raises
-        :class:`~feedline.exceptions.DecodeError`; an augmenter's ``ValueError`` becomes a
-        ``DecodeError`` "cannot augment image of shape ...".
+        A payload that does not decode raises :class:`~feedline.exceptions.DecodeError`;
+        an augmenter's ``ValueError`` becomes a ``DecodeError`` "cannot augment image of
+        shape ...".
+
+        Args:
+            buf: the encoded image bytes (JPEG, PNG or whatever
+                :func:`feedline.image.decode` reads).
+            mode: ``"RGB"`` (the default, 3 channels) or ``"L"`` (grayscale, 1 channel).
+            plan: plan the decode as described above; ``False`` decodes in full first.
+            rng: the generator of the random choices; ``None`` (the default) uses
+                :func:`make_rng` ``(seed, epoch, index)`` when some augmenter is random.
+            seed: the run's seed, for :func:`make_rng`.
+            epoch: the epoch, for :func:`make_rng`.
+            index: the record's index, for :func:`make_rng`.
+            out: an array of the result's shape and dtype (e.g. one row of a batch) to
+                write the result into, which is then returned; ``None`` allocates.
+            path: the file the image came from, named in errors.
+            record: the record number of the image, named in errors.
 
         >>> import numpy as np, simplejpeg
         >>> jpeg = simplejpeg.encode_jpeg(np.full((600, 800, 3), 90, np.uint8))
