@@ -66,7 +66,11 @@ __all__ = [
 # ------------------------------------------------------------------ producers
 class FilenameQueue:
     """The filename queue ``string_input_producer`` returns: ``dataset`` is the
-    sequence of names the readers take, ``capacity`` how many are read ahead.
+    sequence of names the readers take.
+
+    Args:
+        dataset: the names, in the order readers take them (epochs included).
+        capacity: how many records a reader of this queue reads ahead.
 
     >>> import feedline.compat.tf_v1 as tf
     >>> queue = tf.train.string_input_producer(["a.csv", "b.csv"], num_epochs=2, shuffle=False)
@@ -107,6 +111,20 @@ def string_input_producer(string_tensor: Sequence[Any], num_epochs: int | None =
     """``tf.train.string_input_producer``: the names in ``string_tensor`` (kept as
     given: no globbing), each epoch in a new order when ``shuffle``.
 
+    Args:
+        string_tensor: the file names (``str`` or ``bytes``): a list, a tuple or an
+            array (flattened); none raises ``ValueError``.
+        num_epochs: passes over the names, a positive int; ``None``: forever. After
+            the last, readers raise ``OutOfRangeError``.
+        shuffle: a new random order of the names every epoch (a permutation, per epoch,
+            of the whole list); ``False``: the order given.
+        seed: the seed of those orders (the same seed gives the same orders); ``None``:
+            a fresh seed each time the producer is made.
+        capacity: how many records a reader of the queue reads ahead, a positive int.
+        shared_name: accepted for TensorFlow's signature; ignored.
+        name: accepted for TensorFlow's signature; ignored.
+        cancel_op: accepted for TensorFlow's signature; ignored.
+
     >>> string_input_producer(["a", "b"], num_epochs=2, shuffle=False).dataset.to_list()
     ['a', 'b', 'a', 'b']
     """
@@ -124,6 +142,19 @@ def slice_input_producer(tensor_list: Sequence[Any], num_epochs: int | None = No
     """``tf.train.slice_input_producer``: one tensor per array of ``tensor_list``, each
     step giving the same row of every array (preloaded data), the rows in a new order
     each epoch when ``shuffle``.
+
+    Args:
+        tensor_list: arrays (anything ``numpy.asarray`` takes) with equal first
+            dimensions; none raises ``ValueError``. One array gives a list of one tensor.
+        num_epochs: passes over the rows, a positive int; ``None``: forever. After
+            the last, readers raise ``OutOfRangeError``.
+        shuffle: a new random order of the rows every epoch (a permutation, per epoch,
+            of the whole list); ``False``: the order given.
+        seed: the seed of those orders (the same seed gives the same orders); ``None``:
+            a fresh seed each time the producer is made.
+        capacity: rows read ahead by the input's runner, a positive int.
+        shared_name: accepted for TensorFlow's signature; ignored.
+        name: the runner's name; ``None``: ``"slice_input_producer"``.
 
     >>> from feedline.compat.tf_v1 import Session
     >>> x, y = slice_input_producer([[1, 2], ["a", "b"]], shuffle=False)
@@ -146,6 +177,18 @@ def range_input_producer(limit: int, num_epochs: int | None = None, shuffle: boo
                          shared_name: str | None = None, name: str | None = None) -> Tensor:
     """``tf.train.range_input_producer``: the integers ``0 .. limit - 1``, per epoch.
 
+    Args:
+        limit: how many integers, a positive int; the values are int32.
+        num_epochs: passes over the integers, a positive int; ``None``: forever. After
+            the last, readers raise ``OutOfRangeError``.
+        shuffle: a new random order of the integers every epoch (a permutation, per epoch,
+            of the whole list); ``False``: the order given.
+        seed: the seed of those orders (the same seed gives the same orders); ``None``:
+            a fresh seed each time the producer is made.
+        capacity: integers read ahead by the input's runner, a positive int.
+        shared_name: accepted for TensorFlow's signature; ignored.
+        name: the runner's name; ``None``: ``"range_input_producer"``.
+
     >>> from feedline.compat.tf_v1 import iterate
     >>> [int(i) for i in iterate(range_input_producer(3, num_epochs=1, shuffle=False))]
     [0, 1, 2]
@@ -157,7 +200,13 @@ def range_input_producer(limit: int, num_epochs: int | None = None, shuffle: boo
 
 def match_filenames_once(pattern: str | Sequence[str], name: str | None = None) -> list[str]:
     """``tf.train.match_filenames_once``: the sorted names matching the glob
-    ``pattern`` (or each of several patterns).
+    ``pattern`` (or each of several patterns). It is matched when called, once (there
+    is no variable to initialise); a pattern that matches nothing adds nothing.
+
+    Args:
+        pattern: a local glob pattern (``glob.glob``: ``*``, ``?``, ``[...]``; ``**`` does
+            not recurse), or a list of them.
+        name: accepted for TensorFlow's signature; ignored.
 
     >>> match_filenames_once("/no/such/dir/*.csv")
     []
@@ -235,6 +284,25 @@ def batch(tensors: Any, batch_size: int, num_threads: int = 1, capacity: int = 3
     structure as ``tensors`` (a tensor, list or dict), each value with a leading batch
     axis. See the module docstring.
 
+    Args:
+        tensors: a tensor, or a list, tuple or dict nesting tensors of one input (tensors
+            of different inputs raise ``ValueError``: use :func:`batch_join`); a list of
+            one tensor gives one tensor back.
+        batch_size: elements per batch, a positive int.
+        num_threads: threads computing the elements (decoding, parsing), a positive
+            int; the order stays the input's.
+        capacity: elements buffered: the batches' runner reads ``ceil(capacity /
+            batch_size)`` batches ahead. A positive int.
+        enqueue_many: every value of ``tensors`` is a batch of elements, split along its
+            first axis before batching.
+        shapes: accepted for TensorFlow's signature; ignored: values keep their own shapes (``Tensor.set_shape`` checks them).
+        dynamic_pad: pad each component with zeros to the largest shape in its batch;
+            ``False``: every element must have the same shape.
+        allow_smaller_final_batch: yield a last batch shorter than ``batch_size``;
+            ``False`` drops it.
+        shared_name: accepted for TensorFlow's signature; ignored.
+        name: the runner's name; ``None``: ``"batch"``.
+
     >>> x, = slice_input_producer([np.arange(5)], num_epochs=1, shuffle=False)
     >>> from feedline.compat.tf_v1 import iterate
     >>> [b.tolist() for b in iterate(batch(x, batch_size=2))]   # the short batch dropped
@@ -254,6 +322,23 @@ def shuffle_batch(tensors: Any, batch_size: int, capacity: int, min_after_dequeu
                   shared_name: str | None = None, name: str | None = None) -> Any:
     """``tf.train.shuffle_batch``: as :func:`batch`, the elements drawn at random from a
     buffer of ``capacity``. See the module docstring.
+
+    Args:
+        tensors: as for :func:`batch`.
+        batch_size: elements per batch, a positive int.
+        capacity: the shuffle buffer's size in elements, a positive int larger than
+            ``min_after_dequeue`` (else ``ValueError``); the batches' runner reads
+            ``ceil(capacity / batch_size)`` batches ahead.
+        min_after_dequeue: a non-negative int below ``capacity`` (else ``ValueError``);
+            only checked: the buffer is always filled to ``capacity``.
+        num_threads: threads computing the elements, as for :func:`batch`.
+        seed: the shuffle's seed; ``None``: a fresh order each run.
+        enqueue_many: every value of ``tensors`` is a batch of elements.
+        shapes: accepted for TensorFlow's signature; ignored.
+        allow_smaller_final_batch: yield a last batch shorter than ``batch_size``;
+            ``False`` drops it.
+        shared_name: accepted for TensorFlow's signature; ignored.
+        name: the runner's name; ``None``: ``"shuffle_batch"``.
 
     >>> x, = slice_input_producer([np.arange(6)], num_epochs=1, shuffle=False)
     >>> from feedline.compat.tf_v1 import iterate
@@ -318,6 +403,21 @@ def batch_join(tensors_list: Sequence[Any], batch_size: int, capacity: int = 32,
     """``tf.train.batch_join``: batches of the elements of several tensor lists (each
     typically from its own reader) read at once. See the module docstring.
 
+    Args:
+        tensors_list: one structure of tensors per reader, all of the same length
+            (else ``ValueError``); the elements are taken from each in turn. Readers of
+            one filename queue take its files in turn, each file read by one reader.
+        batch_size: elements per batch, a positive int.
+        capacity: elements buffered: the batches' runner reads ``ceil(capacity /
+            batch_size)`` batches ahead. A positive int.
+        enqueue_many: every value is a batch of elements, split along its first axis.
+        shapes: accepted for TensorFlow's signature; ignored.
+        dynamic_pad: pad each component with zeros to the largest shape in its batch.
+        allow_smaller_final_batch: yield a last batch shorter than ``batch_size``;
+            ``False`` drops it.
+        shared_name: accepted for TensorFlow's signature; ignored.
+        name: the runner's name; ``None``: ``"batch_join"``.
+
     >>> a, = slice_input_producer([[1, 2]], num_epochs=1, shuffle=False)
     >>> b, = slice_input_producer([[10, 20]], num_epochs=1, shuffle=False)
     >>> from feedline.compat.tf_v1 import iterate
@@ -339,6 +439,20 @@ def shuffle_batch_join(tensors_list: Sequence[Any], batch_size: int, capacity: i
     """``tf.train.shuffle_batch_join``: :func:`batch_join` with the elements drawn at
     random from a buffer of ``capacity``. See the module docstring.
 
+    Args:
+        tensors_list: as for :func:`batch_join`.
+        batch_size: elements per batch, a positive int.
+        capacity: the shuffle buffer's size in elements, larger than
+            ``min_after_dequeue`` (else ``ValueError``).
+        min_after_dequeue: a non-negative int below ``capacity``; only checked.
+        seed: the shuffle's seed; ``None``: a fresh order each run.
+        enqueue_many: every value is a batch of elements, split along its first axis.
+        shapes: accepted for TensorFlow's signature; ignored.
+        allow_smaller_final_batch: yield a last batch shorter than ``batch_size``;
+            ``False`` drops it.
+        shared_name: accepted for TensorFlow's signature; ignored.
+        name: the runner's name; ``None``: ``"shuffle_batch_join"``.
+
     >>> a, = slice_input_producer([[1, 2]], num_epochs=1, shuffle=False)
     >>> b, = slice_input_producer([[10, 20]], num_epochs=1, shuffle=False)
     >>> from feedline.compat.tf_v1 import iterate
@@ -356,14 +470,13 @@ def shuffle_batch_join(tensors_list: Sequence[Any], batch_size: int, capacity: i
 # ------------------------------------------------------------------ coordination
 class Coordinator:
     """``tf.train.Coordinator``: a stop flag shared by the training loop and the input
-    runners.
+    runners. :meth:`stop_on_exception` requests a stop with the exception raised in its
+    ``with`` block; :meth:`join` re-raises it.
 
-    ``request_stop(ex=None)`` sets the flag and stops every runner registered with it
-    (their prefetch threads and the pipelines' worker processes); an exception passed
-    (or the one being handled, from :meth:`stop_on_exception`) is kept and re-raised by
-    :meth:`join`, except ``OutOfRangeError`` (a clean stop). ``join(threads)`` waits for
-    the stop to be requested (or every thread to end), stops the runners, and waits up
-    to ``stop_grace_period_secs`` for the threads.
+    Args:
+        clean_stop_exception_types: exception types :meth:`request_stop` treats as a
+            clean stop (not kept, not re-raised by :meth:`join`); ``None``:
+            ``(OutOfRangeError,)``.
 
     >>> coord = Coordinator()
     >>> with coord.stop_on_exception():
@@ -389,6 +502,14 @@ class Coordinator:
         return self._stop.is_set()
 
     def request_stop(self, ex: Any = None) -> None:
+        """Set the stop flag and stop every runner registered (their prefetch threads and
+        the pipelines' worker processes).
+
+        Args:
+            ex: an exception, or a ``sys.exc_info()`` tuple, kept and re-raised by
+                :meth:`join`: only the first one kept, and never one of the clean-stop
+                types. ``None``: a plain stop.
+        """
         if isinstance(ex, tuple):  # sys.exc_info()
             ex = ex[1]
         with self._lock:
@@ -407,9 +528,21 @@ class Coordinator:
             self.joined = False
 
     def wait_for_stop(self, timeout: float | None = None) -> bool:
+        """Wait until a stop is requested; whether it was.
+
+        Args:
+            timeout: most seconds to wait; ``None``: until it is.
+        """
         return self._stop.wait(timeout)
 
     def register_thread(self, thread: Any) -> None:
+        """Add a thread for :meth:`join` to wait for (once; a second registration is a
+        no-op).
+
+        Args:
+            thread: a ``threading.Thread`` or anything with ``is_alive``/``join``; a
+                :class:`QueueRunner` is also stopped by :meth:`request_stop`.
+        """
         with self._lock:
             if thread not in self._threads:
                 self._threads.append(thread)
@@ -429,6 +562,17 @@ class Coordinator:
 
     def join(self, threads: Sequence[Any] | None = None, stop_grace_period_secs: float = 120,
              ignore_live_threads: bool = False) -> None:
+        """Wait for the stop to be requested (or every thread to end), stop the runners,
+        wait for the threads, then re-raise the exception :meth:`request_stop` kept.
+
+        Args:
+            threads: threads to wait for besides those registered; ``None``: only those.
+            stop_grace_period_secs: most seconds to wait for all the threads to end
+                after the stop.
+            ignore_live_threads: ``False`` raises ``RuntimeError`` naming the threads
+                still running after the grace period (a kept exception is raised
+                instead, when there is one); ``True`` returns anyway.
+        """
         with self._lock:
             everything = list(self._threads)
         for t in threads or ():
@@ -455,6 +599,14 @@ def start_queue_runners(sess: Any = None, coord: Coordinator | None = None, daem
     """``tf.train.start_queue_runners``: start reading ahead every input made so far that
     no batching function reads, and register the runners (and any started later) with
     ``coord``; returns the runners (thread-like: ``join``, ``is_alive``).
+
+    Args:
+        sess: accepted for TensorFlow's signature; ignored (runners belong to the default graph).
+        coord: the coordinator the runners report to and register with (those already
+            running too); ``None``: none.
+        daemon: accepted for TensorFlow's signature; ignored: the runners' threads are always daemon threads.
+        start: ``False`` starts nothing and returns the runners already running.
+        collection: accepted for TensorFlow's signature; ignored.
 
     >>> x, = slice_input_producer([[1, 2]], num_epochs=1, shuffle=False)
     >>> coord = Coordinator()
