@@ -128,14 +128,21 @@ def add_restart_markers(
     restart_markers=True)``) writes every JPEG this way once, at packing time; any JPEG
     that already has this layout (:func:`has_restart_layout`) is spliced as it is.
 
-    The rewrite holds every DCT coefficient of the image in memory, so it has the pixel
-    budget of :func:`decode`: a JPEG whose header states more than ``max_pixels``
-    pixels (left out, :data:`MAX_PIXELS`; ``None`` for no limit) raises
-    :class:`~feedline.exceptions.DecodeError` before anything is read past the header.
-
     Needs the C extension ``feedline.image._libjpeg`` (:func:`region_decoding`); without
     it, raises :class:`~feedline.exceptions.FeedlineError`. A JPEG that does not decode
     raises :class:`~feedline.exceptions.DecodeError` naming ``path``/``index``.
+
+    Args:
+        buf: the encoded image (bytes-like).
+        interval_pixels: the most pixels one restart interval of an MCU row may span, a
+            positive int (else ``ValueError``/``TypeError``); the interval is at least
+            one MCU.
+        max_pixels: the pixel budget: the rewrite holds every DCT coefficient of the
+            image in memory, so a JPEG whose header states more than ``max_pixels``
+            pixels raises :class:`~feedline.exceptions.DecodeError` before anything is
+            read past the header. Left out, :data:`MAX_PIXELS`; ``None`` for no limit.
+        path: the file the image came from, for error messages.
+        index: the image's record index in that file, for error messages.
 
     >>> import numpy as np, simplejpeg
     >>> pixels = np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8)
@@ -165,6 +172,9 @@ def require_region_decoding(who: str) -> Any:
     :class:`~feedline.exceptions.FeedlineError` saying that ``who`` needs it and how to
     get it built.
 
+    Args:
+        who: what needs the extension, named in the error message.
+
     >>> require_region_decoding("this feature") is None
     False
     """
@@ -186,6 +196,9 @@ def has_restart_layout(buf: Any) -> bool:
     MCUs of a row, as :func:`add_restart_markers` writes. Reads the markers only; false
     for anything else, and when the C extension is missing.
 
+    Args:
+        buf: the encoded image (bytes-like).
+
     >>> has_restart_layout(b"not a jpeg")
     False
     """
@@ -205,6 +218,9 @@ def image_format(buf: Any) -> str | None:
 
     Returns ``"jpeg"``, ``"png"``, ``"gif"``, ``"bmp"``, ``"tiff"``, ``"webp"`` or ``None``
     when the signature is not one of these (Pillow may still read it).
+
+    Args:
+        buf: the encoded image, bytes-like; only its first 12 bytes are read.
 
     >>> image_format(b"\\x89PNG\\r\\n\\x1a\\n....")
     'png'
@@ -226,7 +242,13 @@ def probe(buf: Any, *, path: str | None = None, index: int | None = None) -> tup
     """Return ``(height, width, format)`` of an encoded image without decoding its pixels.
 
     ``format`` is as in :func:`image_format` (lower case; ``"jpeg"`` for JPEG), or the
-    lower-cased Pillow format name for other formats.
+    lower-cased Pillow format name for other formats. A header that cannot be read
+    raises :class:`~feedline.exceptions.DecodeError`.
+
+    Args:
+        buf: the encoded image (bytes-like).
+        path: the file the image came from, for error messages.
+        index: the image's record index in that file, for error messages.
 
     >>> import numpy as np, simplejpeg
     >>> probe(simplejpeg.encode_jpeg(np.zeros((10, 20, 3), np.uint8)))
@@ -248,9 +270,13 @@ def probe(buf: Any, *, path: str | None = None, index: int | None = None) -> tup
 def set_max_pixels(max_pixels: int | None) -> int | None:
     """Set the process-wide default pixel budget of :func:`decode`; return the previous one.
 
-    ``max_pixels`` is a positive int (height x width) or ``None`` for no limit. Worker
-    processes started after the call inherit it when they are forked; a spawned worker
-    starts from :data:`MAX_PIXELS` as imported, so call this in the worker's init too.
+    Worker processes started after the call inherit it when they are forked; a spawned
+    worker starts from :data:`MAX_PIXELS` as imported, so call this in the worker's init
+    too.
+
+    Args:
+        max_pixels: the budget, a positive int (height x width; else
+            ``ValueError``/``TypeError``), or ``None`` for no limit.
 
     >>> previous = set_max_pixels(10_000)
     >>> import numpy as np, simplejpeg
@@ -518,11 +544,6 @@ def decode_region(
     ``decode(buf, ...)[y:y + height, x:x + width]`` (at ``scale`` 1), as a C-contiguous
     ``(height, width, C)`` ``uint8`` array.
 
-    ``scale`` (JPEG only): 1, 2, 4 or 8; the image is decoded at ``1/scale`` of its size
-    in the DCT domain (``ceil(H / scale)`` x ``ceil(W / scale)`` pixels, as
-    ``decode(..., target_size=...)`` picks that scale) and ``box`` is in pixels of that
-    smaller image.
-
     A JPEG decodes only what the region needs when :func:`region_decoding` is true:
     rows above it are skipped (entropy-decoded only), rows below it are never read, and
     only the block columns that cover it (plus 4 pixels of margin, so that the chroma
@@ -537,8 +558,21 @@ def decode_region(
     ``1/scale``, also for images smaller than ``scale`` pixels across) and cut the
     region out.
 
-    ``mode``, ``fast``, ``strict``, ``max_pixels``, ``path`` and ``index`` are as in
-    :func:`decode`. A box outside the image raises ``ValueError``.
+    Args:
+        buf: the encoded image (bytes-like).
+        box: ``(y, x, height, width)`` ints, in pixels of the image decoded at
+            ``1/scale``; a box not inside that image raises ``ValueError``.
+        scale: 1 (the default), 2, 4 or 8 (else ``ValueError``); JPEG only (another
+            format with a scale above 1 raises ``ValueError``). The image is decoded at
+            ``1/scale`` of its size in the DCT domain (``ceil(H / scale)`` x
+            ``ceil(W / scale)`` pixels, as ``decode(..., target_size=...)`` picks that
+            scale).
+        mode: ``"RGB"`` (3 channels) or ``"L"`` (1 channel), as in :func:`decode`.
+        fast: JPEG only: the fast integer DCT and upsampling, as in :func:`decode`.
+        strict: JPEG only: raise on any damage that is read, as in :func:`decode`.
+        max_pixels: the pixel budget, as in :func:`decode`.
+        path: the file the image came from, for error messages.
+        index: the image's record index in that file, for error messages.
 
     >>> import numpy as np, simplejpeg
     >>> pixels = np.random.default_rng(0).integers(0, 255, (120, 160, 3), dtype=np.uint8)
@@ -663,6 +697,10 @@ def dct_reduction(region: tuple[int, int], size: tuple[int, int]) -> int:
     This is the decode planning rule: DCT-domain scaling is used only when the output is
     at most half the region in both directions (``d >= 2``), so a resize always shrinks
     (never enlarges) what the reduced decode produced. ``1`` means "decode at full size".
+
+    Args:
+        region: ``(height, width)`` of the region to decode, in full-size pixels.
+        size: ``(height, width)`` of the output the region is resized to.
 
     >>> dct_reduction((400, 300), (224, 224))   # 1/2 would give 200 x 150 rows: too few
     1
