@@ -64,6 +64,22 @@ class Checkpointer(RunnerItem):
     Counters: ``saved`` — files written by this item; ``restored_from`` — the path it
     resumed from, or ``None``; ``last_path`` — the newest file it wrote.
 
+    Args:
+        directory: where the checkpoints are written (and ``"latest"`` is looked for);
+            created on the first write.
+        every_n_batches: also checkpoint after every batch whose ``global_step`` is a
+            multiple of it; a positive int, or ``None`` (not within passes).
+        every_n_passes: checkpoint at the end of every pass whose number of completed
+            passes is a multiple of it; a positive int, or ``None`` (never at a pass
+            end).
+        keep: how many of the newest checkpoint files of ``directory`` to keep after
+            each write (older ones are deleted); a positive int, or ``None``: all.
+        resume: in ``initialize``, after every inner item is initialized, restore
+            ``"latest"`` (the newest file in ``directory``, if there is one), this
+            path, or nothing (``None``).
+
+    The ints must be positive (else ``ValueError``; a non-int raises ``TypeError``).
+
     >>> import os, tempfile, numpy as np, torch
     >>> from feedline import Dataset, data_type
     >>> from feedline.train import Runner, SGD, network

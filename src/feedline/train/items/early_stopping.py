@@ -44,6 +44,18 @@ __all__ = ["EarlyStopping"]
 class EarlyStopping(RunnerItem):
     """Stops training after ``patience`` passes without improvement; see the module docstring.
 
+    Args:
+        monitor: the value watched: ``"test.cost"``, ``"test.<metric>"``,
+            ``"train.cost"`` or ``"train.<metric>"``; any other form raises
+            ``ValueError``, a metric the runner does not report ``KeyError`` at the
+            first pass end.
+        mode: ``"min"`` (lower is better) or ``"max"``; ``None``: ``"min"`` for a cost,
+            ``"max"`` for a metric.
+        patience: passes without improvement after which training stops; a positive
+            int.
+        min_delta: how much better than the best so far a value must be to count as
+            an improvement; a number >= 0.
+
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
     >>> from feedline.train import Runner, SGD, network

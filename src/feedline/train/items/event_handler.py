@@ -42,6 +42,12 @@ __all__ = ["EventHandler"]
 class EventHandler(RunnerItem):
     """Calls ``handler(event)``; see the module docstring.
 
+    Args:
+        handler: a function of one event (:mod:`feedline.train.events`); its return
+            value is ignored. A non-callable raises ``TypeError``.
+        all_ranks: under data parallel, call it on every rank; ``False``: on rank 0
+            only.
+
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
     >>> from feedline.train import Runner, SGD, network

@@ -73,6 +73,14 @@ class _CsvLog:
 class MetricsLogger(RunnerItem):
     """CSV (and TensorBoard) logs of costs and metrics; see the module docstring.
 
+    Args:
+        directory: where the logs go (created in ``initialize``, on rank 0).
+        csv: write ``passes.csv`` (and, with ``every_n_batches``, ``batches.csv``).
+        tensorboard: also write TensorBoard event files (needs the ``tensorboard``
+            package, checked in ``initialize``).
+        every_n_batches: also log every ``n``-th batch (by global step); a positive int,
+            or ``None``: passes only.
+
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
     >>> from feedline.train import Runner, SGD, network

@@ -64,10 +64,15 @@ def _fmt_metrics(cost: float | None, metrics: dict[str, float]) -> str:
 class Progress(RunnerItem):
     """Progress bar and per-pass summary; see the module docstring.
 
-    ``stream``: where to write (default ``sys.stderr``); ``dynamic``: redraw a bar
-    (default: when ``stream`` is a terminal); ``width``: the plain bar's width in
-    characters; ``backend``: ``"auto"`` (tqdm when installed), ``"tqdm"`` or ``"plain"``;
-    ``total``: batches per pass to show while the data cannot tell (``None``: none).
+    Args:
+        stream: where to write (``None``: ``sys.stderr``, looked up at each pass).
+        dynamic: redraw a bar during the pass; ``None``: when ``stream`` is a terminal.
+        width: the plain bar's width in characters.
+        refresh: the minimum seconds between redraws of the bar; a number >= 0.
+        backend: ``"auto"`` (tqdm when installed), ``"tqdm"`` or ``"plain"`` (else
+            ``ValueError``).
+        total: batches per pass to show while the data cannot tell; a positive int, or
+            ``None``: none.
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type

@@ -41,6 +41,15 @@ class SaveParamsOnPassEnd(RunnerItem):
 
     Counters: ``paths`` — the files written, in order.
 
+    Args:
+        directory: where the files go.
+        every_n_passes: write after passes ``n - 1``, ``2n - 1``, ...; a positive int
+            (else ``ValueError``/``TypeError``).
+        averaged: with a model average, export the averaged parameters (the ones a test
+            pass uses); ``False``: the trained ones.
+        pattern: the file name, formatted with ``pass_id``; it must contain
+            ``{pass_id`` (else ``ValueError``).
+
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
     >>> from feedline.train import Runner, SGD, network
