@@ -400,7 +400,8 @@ class RangeFile(io.RawIOBase):
         """Read up to ``len(b)`` bytes into ``b``; the number read.
 
         Args:
-            b: a writable buffer.
+            b (bytearray | memoryview): a writable buffer (any object of the buffer
+                protocol).
         """
         data = self.read(len(b))
         b[: len(data)] = data
