@@ -64,6 +64,9 @@ def read_list(path: str | os.PathLike) -> list[ListItem]:
     Fields may be separated by tabs (MXNet's format); surrounding whitespace of each
     field is removed, as ``im2rec`` does.
 
+    Args:
+        path: the ``.lst`` file (UTF-8).
+
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "a.lst")
     >>> with open(path, "w") as f: f.writelines(["0\\t1.000000\\tcat/1.jpg", chr(10), chr(10), "1\\t0\\t2\\tdog/2.jpg", chr(10)])
@@ -110,9 +113,14 @@ def _format_label(value: float) -> str:
 
 
 def write_list(path: str | os.PathLike, items: Iterable[ListItem | Sequence]) -> None:
-    """Write ``items`` (``ListItem`` or ``(index, labels, path)``; ``labels`` a number or
-    a sequence of numbers) as a ``.lst`` file, atomically (a temporary file renamed into
+    """Write ``items`` as a ``.lst`` file, atomically (a temporary file renamed into
     place), labels formatted ``%f`` as im2rec writes them.
+
+    Args:
+        path: the ``.lst`` file to write (replaced if it exists).
+        items: ``ListItem`` or ``(index, labels, path)`` tuples: ``index`` an int (else
+            ``TypeError``), ``labels`` a finite number or a non-empty sequence of finite
+            numbers, ``path`` without tabs or newlines (else ``ValueError``).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "a.lst")
@@ -148,8 +156,12 @@ def list_folder(
     followed); files whose name ends in one of ``exts`` (case-insensitive) are taken.
     Indices run 0, 1, 2, ... class by class. Paths are relative to ``root`` with ``/``.
 
-    Raises ``ValueError`` if ``root`` has no class subfolder, or image files directly in
-    it (they would have no class), and ``FileNotFoundError`` if it does not exist.
+    Args:
+        root: the folder with one subfolder per class; ``FileNotFoundError`` if it does
+            not exist, ``ValueError`` if it has no class subfolder, or image files
+            directly in it (they would have no class).
+        exts: the file name endings taken as images, compared in lower case
+            (default :data:`IMAGE_EXTENSIONS`).
 
     >>> import os, tempfile
     >>> root = tempfile.mkdtemp()
@@ -191,14 +203,19 @@ def list_images(
 ) -> tuple[list[ListItem], list[tuple[str, int]]]:
     """The images under ``root`` as ``im2rec --list`` finds them.
 
-    A file is an image when the lower-cased ending after its last dot
-    (``os.path.splitext``) is one of ``exts`` (compared in lower case). Without
-    ``recursive`` only the files directly in ``root`` are taken, in sorted name order, all
-    with label 0. With ``recursive`` the tree is walked top-down (symlinks followed,
-    folders and files in sorted order) and every *folder that holds an image* gets its own
-    label, 0, 1, 2, ... in the order the walk first meets it (``root`` itself included) —
-    im2rec's labelling, which differs from :func:`list_folder`'s one label per top-level
-    class folder. Indices run 0, 1, 2, ... in walk order; paths are relative to ``root``.
+    Indices run 0, 1, 2, ... in walk order; paths are relative to ``root``.
+
+    Args:
+        root: the image folder (``FileNotFoundError`` if it does not exist).
+        recursive: walk the tree top-down (symlinks followed, folders and files in
+            sorted order); every *folder that holds an image* gets its own label, 0, 1,
+            2, ... in the order the walk first meets it (``root`` itself included) —
+            im2rec's labelling, which differs from :func:`list_folder`'s one label per
+            top-level class folder. ``False`` (the default) takes only the files
+            directly in ``root``, in sorted name order, all with label 0.
+        exts: a file is an image when the lower-cased ending after its last dot
+            (``os.path.splitext``) is one of these (compared in lower case; default
+            :data:`IMAGE_EXTENSIONS`).
 
     Returns ``(items, categories)``; ``categories`` lists ``(folder relative to root,
     label)`` in label order (``[]`` without ``recursive``), what im2rec prints.
@@ -277,18 +294,29 @@ def make_lists(
     """``im2rec --list``: write ``.lst`` files of the images under ``root``, byte for byte
     what MXNet 1.9.1's ``tools/im2rec.py --list`` writes for the same folder and options.
 
-    The images are :func:`list_images` (``recursive``, ``exts``). With ``shuffle`` (the
-    default, as in im2rec) they are put in the order of Python's ``random.Random(100)
-    .shuffle`` — im2rec's fixed seed. The list is cut into ``chunks`` consecutive chunks
-    of ``ceil(n / chunks)`` images (the last ones shorter or empty); chunk ``i`` is
-    written to ``PREFIX_i...`` when ``chunks > 1``, else to ``PREFIX...``. Within a chunk
-    of ``size = ceil(n / chunks)`` (the nominal size, as im2rec), ``n_test = int(size *
-    test_ratio)`` and ``n_train = int(size * train_ratio)``: with ``train_ratio == 1`` the
-    whole chunk goes to ``PREFIX.lst``; otherwise the first ``n_test`` lines go to
-    ``PREFIX_test.lst`` (written only when ``test_ratio`` is not 0), the next ``n_train``
-    to ``PREFIX_train.lst`` (always written), and the rest to ``PREFIX_val.lst`` (written
-    when ``train_ratio + test_ratio < 1``). Each file is written atomically; lines are
-    ``index<TAB>label<TAB>path`` with the label as ``%f``.
+    Within a chunk of ``size = ceil(n / chunks)`` (the nominal size, as im2rec),
+    ``n_test = int(size * test_ratio)`` and ``n_train = int(size * train_ratio)``: with
+    ``train_ratio == 1`` the whole chunk goes to ``PREFIX.lst``; otherwise the first
+    ``n_test`` lines go to ``PREFIX_test.lst`` (written only when ``test_ratio`` is not
+    0), the next ``n_train`` to ``PREFIX_train.lst`` (always written), and the rest to
+    ``PREFIX_val.lst`` (written when ``train_ratio + test_ratio < 1``). Each file is
+    written atomically; lines are ``index<TAB>label<TAB>path`` with the label as ``%f``.
+
+    Args:
+        root: the image folder, listed by :func:`list_images`.
+        prefix: the path prefix of the files written (``PREFIX`` above).
+        recursive: walk the tree, one label per folder; see :func:`list_images`.
+        exts: the image file endings; see :func:`list_images`.
+        train_ratio: the share of each chunk written to ``PREFIX_train.lst``, a number
+            in [0, 1] (else ``ValueError``); 1 (the default) writes ``PREFIX.lst``.
+        test_ratio: the share of each chunk written to ``PREFIX_test.lst``, a number in
+            [0, 1]; ``train_ratio + test_ratio`` above 1 raises ``ValueError``.
+        chunks: cut the list into this many consecutive chunks of ``ceil(n / chunks)``
+            images (the last ones shorter or empty), a positive int; chunk ``i`` is
+            written to ``PREFIX_i...`` when ``chunks > 1``, else to ``PREFIX...``.
+        shuffle: put the images in the order of Python's ``random.Random(100).shuffle``
+            — im2rec's fixed seed — before cutting (``True``, the default, as in im2rec);
+            ``False`` keeps the listing order.
 
     >>> import os, tempfile
     >>> d = tempfile.mkdtemp()
