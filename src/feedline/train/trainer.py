@@ -55,8 +55,13 @@ __all__ = ["Trainer", "train", "test"]
 class Trainer:
     """Trains and tests one model of ``network``; see the module docstring.
 
-    ``device``: where the model runs (default: CUDA if available, else the CPU);
-    ``seed``: seeds the model's initial parameters.
+    Args:
+        network: the :class:`~feedline.train.Network` to train; anything else raises
+            ``TypeError``.
+        device: where the model runs (default: ``cuda:<local rank>`` if CUDA is
+            available, else the CPU).
+        seed: seeds the model's initial parameters; ``None``: torch's global generator
+            as it is.
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
@@ -119,21 +124,44 @@ class Trainer:
     ) -> TrainResult:
         """Train for ``num_passes`` passes over ``reader``; return a :class:`TrainResult`.
 
-        ``reader``: a Dataset or reader yielding batches, or samples when ``batch_size``
-        (or the network's) is set. ``event_handler(event)``: see
-        :mod:`feedline.train.events`. ``feeding``: the feeding map. ``test_reader``:
-        test after every pass (``TestResult`` event, ``EndPass.test``);
-        ``test_feeding`` defaults to ``feeding``. ``checkpoint_dir``: checkpoint after
-        every pass (and every ``checkpoint_every_n_batches`` batches), keeping
-        ``keep_checkpoints`` files; ``resume``: ``True``/``"latest"`` for the newest
-        checkpoint there, or a path. ``progress``: a progress bar (``True`` or
-        :class:`~feedline.train.items.Progress` options). ``log_dir``: CSV logs
-        (``tensorboard`` too). ``early_stopping``: :class:`~feedline.train.items.EarlyStopping`
-        options, e.g. ``{"monitor": "test.cost", "patience": 2}``.
-        ``save_params_dir``: a params export after every pass. ``prefetch``: feed
-        batches ahead in a thread. ``device_count > 1``: data parallel over that many
-        processes (everything passed must pickle; the handler runs in rank 0's process,
-        and this trainer's model receives the final parameters).
+        Calling it again continues training the same model and optimizer state.
+
+        Args:
+            reader: a Dataset or reader yielding batches, or samples when ``batch_size``
+                (or the network's) is set.
+            num_passes: the passes to run (a resumed job counts from its pass 0 and
+                runs the passes it lacks); a non-negative int, positive with
+                ``device_count > 1``.
+            event_handler: ``event_handler(event)`` at every event (see
+                :mod:`feedline.train.events`); ``None``: no events.
+            feeding: the feeding map (``None``: declaration order).
+            batch_size: samples per batch, per process (default: the network's).
+            test_reader: test on it after every pass (``TestResult`` event,
+                ``EndPass.test``); ``None``: no test.
+            test_feeding: the test data's feeding map (default: ``feeding``).
+            test_batch_size: the test batch size (default: ``batch_size``).
+            checkpoint_dir: checkpoint into this directory after every pass;
+                ``None``: no checkpoints.
+            checkpoint_every_n_batches: with ``checkpoint_dir``, also checkpoint every
+                this many batches.
+            keep_checkpoints: with ``checkpoint_dir``, keep this many newest files
+                (``None``: all).
+            resume: ``True`` or ``"latest"``: the newest checkpoint in
+                ``checkpoint_dir`` if there is one (without ``checkpoint_dir``,
+                ``ValueError``); a path: that checkpoint (without ``checkpoint_dir``, no
+                new ones are written); ``False``: start afresh.
+            progress: a progress bar: ``True``, or a dict of
+                :class:`~feedline.train.items.Progress` options; ``False``: none.
+            log_dir: write CSV logs (:class:`~feedline.train.items.MetricsLogger`)
+                there; ``None``: no logs.
+            tensorboard: with ``log_dir``, TensorBoard event files too.
+            early_stopping: :class:`~feedline.train.items.EarlyStopping` options, e.g.
+                ``{"monitor": "test.cost", "patience": 2}``; ``None``: never stop early.
+            save_params_dir: write a params export there after every pass.
+            prefetch: feed up to this many batches ahead in a thread (0: none).
+            device_count: ``> 1``: data parallel over that many processes (everything
+                passed must pickle; the handler runs in rank 0's process, and this
+                trainer's model receives the final parameters).
         """
         builder = RunnerBuilder(self.network, device=self.device, seed=self.seed,
                                 device_count=device_count)
@@ -179,7 +207,14 @@ class Trainer:
 
     def test(self, reader: Any, feeding: Any = None, *, batch_size: int | None = None) -> TestResult:
         """Evaluate the model (with the model average swapped in, when there is one) on
-        ``reader``; return a :class:`~feedline.train.TestResult` (``pass_id`` ``None``)."""
+        ``reader``; return a :class:`~feedline.train.TestResult` (``pass_id`` ``None``).
+
+        Args:
+            reader: the test data, a Dataset or reader (samples, or batches without a
+                batch size).
+            feeding: the feeding map (``None``: declaration order).
+            batch_size: samples per batch (default: the network's).
+        """
         trained = self.updater.optimizer is not None
         runner = RunnerBuilder(self.network, device=self.device, seed=self.seed) \
             .with_std_tester(reader, feeding=feeding, batch_size=batch_size) \
@@ -192,8 +227,14 @@ class Trainer:
         return result
 
     def save_params(self, path: str | os.PathLike, *, averaged: bool = True) -> None:
-        """Export the parameters for inference (the averaged ones when ``averaged`` and
-        the network uses a model average)."""
+        """Export the parameters for inference (see
+        :func:`~feedline.train.checkpoint.save_params`).
+
+        Args:
+            path: the file to write.
+            averaged: with a model average, export the averaged parameters; ``False``:
+                the trained ones.
+        """
         module = self._model()
         apply = averaged and self.updater.average is not None
         if apply:
@@ -205,7 +246,13 @@ class Trainer:
                 self.updater.restore()
 
     def load_params(self, path: str | os.PathLike) -> None:
-        """Load a params export or checkpoint's parameters into the model."""
+        """Load a params export or checkpoint's parameters into the model.
+
+        Args:
+            path: a file written by ``save_params`` or a checkpoint; names, shapes and
+                dtypes must match the model (else
+                :class:`~feedline.exceptions.CheckpointError`).
+        """
         load_params(path, self._model())
 
 
@@ -236,6 +283,16 @@ def train(reader: Any, *args: Any, network: Network, device: Any = None, seed: i
       fed as they come — ``batch_size`` states their size, as in the design, and no
       batching happens here (the network's own ``batch_size`` is set aside too).
       ``event_handler=`` and the other options are keywords.
+
+    Args:
+        reader: the training data, as for :meth:`Trainer.train` (in the design's form,
+            a reader of batches).
+        network: the :class:`~feedline.train.Network` whose new model is trained.
+        device: where the model runs, as for :class:`Trainer`.
+        seed: seeds the model's initial parameters, as for :class:`Trainer`.
+
+    The other arguments are :meth:`Trainer.train`'s; one given both by position and by
+    keyword, or too many positional arguments, raises ``TypeError``.
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, batch, data_type
@@ -293,6 +350,17 @@ def test(
 ) -> TestResult:
     """Evaluate on ``reader``: ``trainer``'s model, or a new model of ``network`` with the
     parameters of ``params`` (a params export or a checkpoint).
+
+    Args:
+        reader: the test data, a Dataset or reader.
+        feeding: the feeding map (``None``: declaration order).
+        network: the network of a new model (used without ``trainer``; one of the two is
+            needed, else ``TypeError``).
+        trainer: the :class:`Trainer` whose model is evaluated.
+        params: a params export or checkpoint loaded into the model first; ``None``: the
+            model as it is.
+        batch_size: samples per batch (default: the network's).
+        device: where a new model runs (without ``trainer``).
 
     >>> import numpy as np, torch
     >>> from feedline import Dataset, data_type
