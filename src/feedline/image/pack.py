@@ -85,11 +85,14 @@ _SUFFIX = {"recordio": ".rec", "tfrecord": ".tfrecord"}
 class PackResult:
     """What :func:`pack_images` wrote.
 
-    ``files``: the record files (``.rec`` or ``.tfrecord``) in shard order;
-    ``index_files``: the ``.idx`` files (RecordIO only, else empty); ``list_file``: the
-    ``.lst`` written for a folder source (``None`` for a list source); ``count``: records
-    written; ``counts``: records per shard; ``skipped``: list entries left out under
-    ``on_error="skip"``; ``classes``: class names by label for a folder source.
+    Args:
+        files: the record files (``.rec`` or ``.tfrecord``) in shard order.
+        index_files: the ``.idx`` files (RecordIO only, else empty).
+        list_file: the ``.lst`` written for a folder source (``None`` for a list source).
+        count: records written.
+        counts: records per shard.
+        skipped: list entries left out under ``on_error="skip"``.
+        classes: class names by label for a folder source (``None`` otherwise).
 
     >>> import os, tempfile
     >>> from PIL import Image
@@ -117,8 +120,15 @@ class PackResult:
 def encode_image(img: np.ndarray, *, encoding: str = ".jpg", quality: int | None = None) -> bytes:
     """Encode an ``(H, W, 3)`` RGB or ``(H, W, 1)``/``(H, W)`` grayscale ``uint8`` image.
 
-    ``.jpg``: libjpeg-turbo, ``quality`` 1-100 (default 95), 4:2:0 chroma subsampling as
-    OpenCV writes it. ``.png``: Pillow, ``quality`` is the zlib level 0-9 (default 3).
+    Args:
+        img: a ``uint8`` array of shape ``(H, W, 3)`` (RGB), ``(H, W, 1)`` or ``(H, W)``
+            (grayscale); anything else raises ``ValueError``.
+        encoding: ``".jpg"`` (the default): libjpeg-turbo, 4:2:0 chroma subsampling as
+            OpenCV writes it (grayscale as a one-channel JPEG); ``".png"``: Pillow.
+            Another value raises ``ValueError``.
+        quality: for ``.jpg`` the JPEG quality 1-100 (default 95); for ``.png`` the zlib
+            level 0-9 (default 3). ``None`` takes the default; out of range raises
+            ``ValueError``.
 
     >>> import numpy as np
     >>> encode_image(np.zeros((2, 2, 3), np.uint8), encoding=".png")[:4]
