@@ -197,7 +197,12 @@ _INTERPOLATION = {0: "nearest", 1: "bilinear", 2: "bicubic", 3: "box", 4: "lancz
 
 def part_range(num_records: int, num_parts: int, part_index: int) -> tuple[int, int]:
     """Records ``[begin, end)`` of part ``part_index`` of ``num_parts`` (MXNet's indexed
-    split: ``step = ceil(n / num_parts)``).
+    split: ``step = ceil(n / num_parts)``). Parts past the end are empty.
+
+    Args:
+        num_records: the number of records ``n`` being split.
+        num_parts: how many parts, a positive int (not validated here).
+        part_index: the part, ``0 .. num_parts - 1``.
 
     >>> [part_range(10, 4, r) for r in range(4)]
     [(0, 3), (3, 6), (6, 9), (9, 10)]
