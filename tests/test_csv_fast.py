@@ -5,13 +5,13 @@ states, on generated files with quoting, damage and every ``on_error``."""
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from csv_engines import outcome, use_engine
 from feedline.csv import read_csv
 from feedline.formats.csv import CSVReader
 
@@ -36,33 +36,14 @@ LINES = st.lists(st.one_of(CLEAN, CLEAN, CLEAN, DAMAGED), min_size=0, max_size=4
 
 
 def _outcome(path, defaults, *, fast, on_error, batch_size, select=None, na=""):
-    CSVReader._whole_chunks = fast
-    out = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        r = read_csv(path, defaults, batch_size=batch_size, on_error=on_error, with_key=True,
-                     select_cols=select, na_value=na)
-        try:
-            while True:
-                try:
-                    item = next(r)
-                except StopIteration:
-                    break
-                if batch_size:
-                    keys, cols = item
-                    item = (keys, [(c.dtype.str, c.tolist()) for c in cols])
-                out.append((item, r.get_state(), r.skipped))
-        except Exception as exc:  # the error itself is part of the outcome
-            out.append((type(exc).__name__, str(exc), r.get_state()))
-        finally:
-            r.close()
-    return out
+    return outcome(path, defaults, engine="numpy" if fast else "reference", on_error=on_error,
+                   batch_size=batch_size, select_cols=select, na_value=na)
 
 
 @pytest.fixture(autouse=True)
-def _restore_fast_flag():
+def _restore_engine():
     yield
-    CSVReader._whole_chunks = True
+    use_engine("arrow")
 
 
 @settings(max_examples=60, deadline=None,
@@ -93,6 +74,7 @@ def test_the_fast_path_is_taken_and_resumes_exactly(tmp_path):
         return real(self, recs, where)
 
     CSVReader._decode_records = spy
+    use_engine("numpy")
     try:
         batches = list(read_csv(path, DEFAULTS, batch_size=500))
     finally:

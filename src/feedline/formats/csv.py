@@ -16,6 +16,7 @@ from feedline._internal.state import state_int
 from feedline._internal.validate import check_bool, non_negative_int, optional_positive_int
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import DataError, DecodeError, MissingFeatureError
+from feedline.formats import csv_arrow
 from feedline.formats.text import TextLineReader
 
 __all__ = ["decode_csv", "split_record", "iter_records", "CSVReader", "read_csv"]
@@ -524,6 +525,11 @@ class CSVReader(DatasetIterator[Any]):
     #: decode quote-free one-line records a whole chunk at a time (the per-record path
     #: is the reference; the tests compare the two)
     _whole_chunks = True
+    #: decode whole blocks with pyarrow where it is installed and provably agrees
+    #: (:mod:`feedline.formats.csv_arrow`); off with ``_whole_chunks``: the reference
+    _arrow = True
+    #: bytes of lines per pyarrow block
+    _arrow_block = 1 << 22
 
     def __init__(
         self,
@@ -563,6 +569,9 @@ class CSVReader(DatasetIterator[Any]):
         self._row_states: Sequence[tuple[int, int, int, int]] = []
         self._j = 0
         self._skipped = 0
+        self._engine: csv_arrow.ArrowDecoder | None | bool = None  # False: not available
+        self._block: list | None = None  # [columns, starts, first line, records served]
+        self._declined = -1  # the reference decodes the lines before this offset
 
     @property
     def skipped(self) -> int:
@@ -669,6 +678,9 @@ class CSVReader(DatasetIterator[Any]):
         with many bad lines costs about two decodes per line.
         """
         self._read_header()
+        got = self._arrow_chunk(n)
+        if got is not None:
+            return got
         if self._whole_chunks:
             lines, starts, first = self._lines.peek_lines(n)
             columns = _fast_decode(lines, self._cols, self._delim, self._quote, self._na,
@@ -732,6 +744,36 @@ class CSVReader(DatasetIterator[Any]):
                 for j in keep[i:]:
                     offset, line, skips, start = after[j]
                     after[j] = (offset, line, skips + 1, start)
+
+    def _arrow_chunk(self, n: int) -> tuple[list[np.ndarray], _After] | None:
+        """Up to ``n`` records of a block that pyarrow decoded, as :meth:`_chunk` returns
+        them; ``None`` where the next records go the other ways (no pyarrow, or the
+        engine declined their block: see :mod:`feedline.formats.csv_arrow`)."""
+        if self._block is None:
+            if self._engine is None:
+                self._engine = bool(self._arrow and self._whole_chunks) and (
+                    csv_arrow.ArrowDecoder.create(self._cols, self._delim, self._quote,
+                                                  self._na, self._select) or False)
+            if not self._engine or self._lines.tell() < self._declined:
+                return None
+            raw, starts, first = self._lines.read_block(self._arrow_block)
+            if not raw:
+                return None
+            columns = cast(csv_arrow.ArrowDecoder, self._engine).decode(raw, len(starts) - 1)
+            if columns is None:
+                self._lines.unread_block(raw, starts, first)
+                self._declined = int(starts[-1])
+                return None
+            self._block = [columns, starts, first, 0]
+        columns, starts, first, pos = self._block
+        end = min(pos + n, len(starts) - 1)
+        if end == len(starts) - 1:
+            self._block = None
+        else:
+            self._block[3] = end
+        if pos or self._block is not None:
+            columns = [c[pos:end] for c in columns]
+        return columns, _After(starts[pos : end + 1], first + pos, self._skipped)
 
     def _find_bad(self, recs: list[bytes], where: list[tuple[int, int]]) -> dict:
         """The first error (class and message) of each record of ``recs`` that does not
@@ -815,6 +857,9 @@ class CSVReader(DatasetIterator[Any]):
     def get_state(self) -> dict[str, Any]:
         if 0 < self._j < len(self._rows):
             offset, line, skipped = self._row_states[self._j - 1][:3]
+        elif self._block is not None:  # records of a pyarrow block are still to come
+            starts, first, pos = self._block[1:]
+            offset, line, skipped = int(starts[pos]), first - 1 + pos, self._skipped
         else:
             offset, line, skipped = self._lines.tell(), self._lines.line_number, self._skipped
         return {
@@ -836,6 +881,7 @@ class CSVReader(DatasetIterator[Any]):
         check_state(state, "csv", ("offset", "line"))
         self._lines.set_state({"type": "text", "offset": state["offset"], "line": state["line"]})
         self._rows, self._row_states, self._j = [], [], 0
+        self._block = None
         self._skipped = state_int({"skipped": 0, **state}, "skipped", "csv")
         if state.get("header_read") and self.column_names is None:
             self.column_names = []

@@ -138,6 +138,8 @@ class TextLineReader(DatasetIterator[Any]):
         self._closed = False
         self._lines: list[bytes] = []
         self._starts = np.zeros(1, dtype=np.int64)  # offsets of self._lines[i], then end
+        self._raw, self._raw_base = b"", 0  # the bytes self._lines were split from, offset
+        self._buf = bytearray()  # read_block's buffer
         self._i = 0
         self._line0 = 0  # line number of self._lines[0]
         self._tail = b""  # bytes after the last newline seen
@@ -171,19 +173,22 @@ class TextLineReader(DatasetIterator[Any]):
         return self._line0 + self._i
 
     def _fill(self) -> bool:
-        file = self._open()
         self._line0 += len(self._lines)
         self._lines, self._i = [], 0
+        raw, base = self._read_raw(self.block_size)
+        if not raw:
+            return False
+        self._load(raw, base, self._line_starts(raw, base))
+        return True
+
+    def _read_raw(self, size: int) -> tuple[bytes, int]:
+        """Read on to the end of the line holding the ``size``-th byte read (or to the
+        end of the file): ``(the raw whole lines, the offset of their first byte)``,
+        line endings kept (the last line of the file may have none); ``b""`` at the end.
+        The bytes after the last newline wait in the tail."""
+        file = self._open()
         while not self._eof:
-            try:
-                block = file.read(self.block_size)
-            except CorruptRecordError as exc:
-                # release the descriptor now; a later call reopens where the lines stopped
-                self._file, self._parked, self._tail = None, self._tail_offset, b""
-                file.close()
-                raise CorruptRecordError(
-                    exc.message, path=self.path, line=self._line0 + 1, offset=self._tail_offset
-                ) from exc
+            block = self._checked(file, file.read, size)
             if not block:
                 self._eof = True
                 break
@@ -193,26 +198,129 @@ class TextLineReader(DatasetIterator[Any]):
                 self._tail = data
                 continue
             base = self._tail_offset
-            body = data[:cut]
-            newlines = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 10)
-            self._starts = np.concatenate(([base], base + newlines + 1, [base + cut + 1]))
-            lines = body.split(b"\n")
-            if b"\r" in body:
-                lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
-            self._lines = lines
             self._tail = data[cut + 1 :]
             self._tail_offset = base + cut + 1
-            return True
-        if self._tail:
-            line = self._tail
-            self._starts = np.array(
-                [self._tail_offset, self._tail_offset + len(line)], dtype=np.int64
-            )
-            self._tail_offset += len(line)
-            self._lines = [line[:-1] if line.endswith(b"\r") else line]
-            self._tail = b""
-            return True
-        return False
+            return data[: cut + 1], base
+        raw, base = self._tail, self._tail_offset
+        self._tail_offset += len(raw)
+        self._tail = b""
+        return raw, base
+
+    def _checked(self, file: Any, read: Any, arg: Any) -> Any:
+        """``read(arg)``, a damaged compressed stream raising with the line and offset."""
+        try:
+            return read(arg)
+        except CorruptRecordError as exc:
+            # release the descriptor now; a later call reopens where the lines stopped
+            self._file, self._parked, self._tail = None, self._tail_offset, b""
+            file.close()
+            raise CorruptRecordError(
+                exc.message, path=self.path, line=self._line0 + 1, offset=self._tail_offset
+            ) from exc
+
+    def _read_view(self, size: int) -> tuple[memoryview, int]:
+        """:meth:`_read_raw` into a buffer kept from call to call (fresh large ``bytes``
+        cost a page fault per 4 KiB): a view valid until the next read."""
+        file = self._open()
+        tail, buf = self._tail, self._buf
+        if len(buf) < len(tail) + size:
+            buf = self._buf = bytearray(len(tail) + size)
+        view = memoryview(buf)
+        have = len(tail)
+        view[:have] = tail
+        cut = -1
+        while not self._eof:
+            while have < len(buf):
+                got = self._checked(file, file.readinto, view[have:])
+                if not got:
+                    self._eof = True
+                    break
+                have += got
+            cut = buf.rfind(b"\n", 0, have)
+            if cut >= 0 or self._eof:
+                break
+            buf = self._buf = buf[:have] + bytearray(len(buf))  # a line longer than size
+            view = memoryview(buf)
+        end = have if self._eof else cut + 1
+        base = self._tail_offset
+        self._tail, self._tail_offset = bytes(view[end:have]), base + end
+        return view[:end], base
+
+    @staticmethod
+    def _line_starts(raw: Any, base: int) -> np.ndarray:
+        """The offset of each line of ``raw`` (read at ``base``), then of its end."""
+        data = np.frombuffer(raw, dtype=np.uint8)
+        newlines = np.flatnonzero(data == 10)
+        starts = np.empty(len(newlines) + 1 + (data[-1] != 10), dtype=np.int64)
+        starts[0] = base
+        starts[1 : len(newlines) + 1] = newlines + (base + 1)
+        starts[-1] = base + len(raw)
+        return starts
+
+    def _load(self, raw: bytes, base: int, starts: np.ndarray) -> None:
+        """Make the whole lines ``raw`` (read at ``base``) the buffered lines."""
+        body = raw[:-1] if raw.endswith(b"\n") else raw
+        lines = body.split(b"\n")
+        if b"\r" in body:
+            lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+        self._lines, self._starts, self._raw, self._raw_base = lines, starts, raw, base
+
+    def read_block(self, size: int) -> tuple[Any, np.ndarray, int]:
+        """Consume the next whole lines, about ``size`` bytes of them, unsplit:
+        ``(raw, starts, first)`` with ``raw`` the lines' bytes (a buffer: ``bytes`` or a
+        ``memoryview`` valid until the next read), line endings kept (the last line of
+        the file may have none), and ``starts`` and ``first`` as :meth:`peek_lines`
+        gives them; ``raw`` is empty only at the end of the file.
+        Lines already split by an earlier read come first, alone. For a parser that
+        takes whole blocks; :meth:`unread_block` puts them back.
+
+        Args:
+            size: the bytes to read (more to end the last line), a positive int.
+
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "b.txt")
+        >>> _ = open(path, "wb").write(b"ab\\r\\ncd\\nlast")
+        >>> r = TextLineReader(path)
+        >>> raw, starts, first = r.read_block(1 << 20)
+        >>> bytes(raw), starts.tolist(), first, r.line_number
+        (b'ab\\r\\ncd\\nlast', [0, 4, 7, 11], 1, 3)
+        >>> r.unread_block(raw, starts, first); list(r)
+        [b'ab', b'cd', b'last']
+        >>> r.set_state({"type": "text", "offset": 4, "line": 1}); next(r)
+        b'cd'
+        >>> bytes(r.read_block(1 << 20)[0]), len(r.read_block(1 << 20)[0]), r.line_number
+        (b'last', 0, 3)
+        """
+        size = positive_int("size", size)
+        if self.skip_header_lines and self._line0 + self._i < self.skip_header_lines:
+            self._skip_header()
+        first = self._line0 + self._i + 1
+        raw: Any
+        if self._i < len(self._lines):
+            starts = self._starts[self._i :]
+            raw = self._raw[int(starts[0]) - self._raw_base :]
+        else:
+            raw, base = self._read_view(size)
+            starts = self._line_starts(raw, base) if raw else np.array([base])
+        self._line0, self._lines, self._i = first - 2 + len(starts), [], 0
+        return raw, starts, first
+
+    def unread_block(self, raw: bytes, starts: np.ndarray, first: int) -> None:
+        """Put back the block the last :meth:`read_block` returned: its lines are read
+        again, split, by the other methods (no I/O).
+
+        Args:
+            raw: the ``raw`` of that call.
+            starts: its ``starts``.
+            first: its ``first``; a block other than the last one read raises
+                ``ValueError``.
+        """
+        if (self._i < len(self._lines) or self.tell() != int(starts[-1])
+                or self.line_number != first - 2 + len(starts)):
+            raise ValueError("unread_block: not the block the last read_block returned")
+        if raw:
+            self._line0 = first - 1
+            self._load(bytes(raw), int(starts[0]), starts)
 
     def _decode(self, line: bytes, k: int) -> Any:
         assert self.encoding is not None  # callers decode only with an encoding
