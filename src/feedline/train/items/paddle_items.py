@@ -83,8 +83,14 @@ logger = logging.getLogger(__name__)
 
 class CreateGradientMachine(CreateModel):
     """PaddlePaddle's name for :class:`~feedline.train.items.CreateModel`: build
-    ``network``'s model. ``local`` is accepted for compatibility (training is always
-    local or ``torch.distributed``); other keywords go to ``CreateModel``.
+    ``network``'s model. Other keywords (``device``, ``module``, ``seed``,
+    ``data_parallel``) go to ``CreateModel``.
+
+    Args:
+        network: the :class:`~feedline.train.Network` whose model to build; anything
+            else raises ``TypeError``.
+        local: accepted for compatibility and stored as ``self.local``; it changes
+            nothing (training is always local or ``torch.distributed``).
 
     >>> import numpy as np, torch
     >>> from feedline import data_type
@@ -106,11 +112,15 @@ class CreateGradientMachine(CreateModel):
 
 
 class BasicLocalParameterUpdater(LocalUpdater):
-    """PaddlePaddle's name for :class:`~feedline.train.items.LocalUpdater`; ``network``
-    (optional) is checked to be the one the runner trains. It also answers to the module
-    wiki's ParameterUpdater calls: ``startPass()``, ``startBatch(batch_size)`` (returns
-    the :class:`~feedline.train.items.PassType`), ``update(param)``,
-    ``finishBatch(cost)``, ``finishPass()``.
+    """PaddlePaddle's name for :class:`~feedline.train.items.LocalUpdater`. It also
+    answers to the module wiki's ParameterUpdater calls: ``startPass()``,
+    ``startBatch(batch_size)`` (returns the :class:`~feedline.train.items.PassType`),
+    ``update(param)``, ``finishBatch(cost)``, ``finishPass()``.
+
+    Args:
+        network: the network the runner must train, checked in ``initialize``
+            (another one raises ``ValueError``); ``None``: not checked. A value that is
+            not a :class:`~feedline.train.Network` raises ``TypeError``.
 
     >>> import numpy as np, torch
     >>> from feedline import data_type
@@ -164,11 +174,20 @@ class BasicLocalParameterUpdater(LocalUpdater):
         self.start_pass()
 
     def startBatch(self, batch_size: int | None = None) -> PassType:
-        """``start_batch(batch_size)``: the batch's :class:`~feedline.train.items.updater.PassType`."""
+        """``start_batch(batch_size)``: the batch's :class:`~feedline.train.items.updater.PassType`.
+
+        Args:
+            batch_size: the batch's number of samples; a positive int, or ``None`` when
+                not known.
+        """
         return self.start_batch(batch_size)
 
     def finishBatch(self, cost: float | None = None) -> None:
-        """``finish_batch(cost)``."""
+        """``finish_batch(cost)``.
+
+        Args:
+            cost: the batch's cost, recorded as ``last_cost`` (or ``None``).
+        """
         self.finish_batch(cost)
 
     def finishPass(self) -> None:
@@ -398,6 +417,9 @@ class BatchEvaluate(RunnerItem):
     """Log ``prefix``, pass id, batch id, cost and metrics after every batch (INFO on
     this module's logger).
 
+    Args:
+        prefix: text put before every message, as it is (``None``: none).
+
     >>> import numpy as np, torch
     >>> from feedline import data_type
     >>> from feedline.train import Runner, SGD, network
@@ -439,6 +461,9 @@ class PassEvaluate(RunnerItem):
     """Log ``prefix``, pass id, the pass's mean cost and metrics (or its test result)
     after every pass (INFO on this module's logger).
 
+    Args:
+        prefix: text put before every message, as it is (``None``: none).
+
     >>> import numpy as np, torch
     >>> from feedline import data_type
     >>> from feedline.train import Runner, SGD, network
@@ -479,6 +504,12 @@ class PassEvaluate(RunnerItem):
 class BaseObserveItem(RunnerItem):
     """Call ``batch_end_callback(context)`` after every batch and
     ``pass_end_callback(context)`` after every pass (the inner items have run).
+
+    Args:
+        batch_end_callback: called with the runner's context after every batch;
+            ``None``: nothing. A non-callable raises ``TypeError``.
+        pass_end_callback: called with the runner's context after every pass;
+            ``None``: nothing. A non-callable raises ``TypeError``.
 
     >>> import numpy as np, torch
     >>> from feedline import data_type

@@ -92,6 +92,9 @@ class SparseDenseOptimizer:
     ``param_groups`` lists the groups of all parts in order; ``state_dict()`` is
     ``{"param_groups": ..., "parts": [each part's state_dict]}``.
 
+    Args:
+        parts: the torch optimizers, stepped in this order.
+
     >>> import torch
     >>> emb = torch.nn.Embedding(4, 2, sparse=True); lin = torch.nn.Linear(2, 1)
     >>> opt = SparseDenseOptimizer([torch.optim.SGD(lin.parameters(), lr=0.1),
@@ -109,7 +112,12 @@ class SparseDenseOptimizer:
         return [g for part in self.parts for g in part.param_groups]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear the gradients of every part."""
+        """Clear the gradients of every part.
+
+        Args:
+            set_to_none: passed to each part's ``zero_grad``: set the gradients to
+                ``None`` instead of zeroing them.
+        """
         for part in self.parts:
             part.zero_grad(set_to_none=set_to_none)
 
@@ -124,7 +132,11 @@ class SparseDenseOptimizer:
         return {"param_groups": [g for sd in parts for g in sd["param_groups"]], "parts": parts}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned; ``ValueError`` when it does not fit."""
+        """Restore what :meth:`state_dict` returned; ``ValueError`` when it does not fit.
+
+        Args:
+            state: a dict whose ``"parts"`` list holds one state per part, in order.
+        """
         parts = state.get("parts")
         if not isinstance(parts, list) or len(parts) != len(self.parts):
             raise ValueError(f"expected the states of {len(self.parts)} optimizers")
@@ -246,7 +258,18 @@ class LocalUpdater(UpdaterSteps):
         next_callback(context)
 
     def setup(self, network: Any, module: torch.nn.Module) -> None:
-        """Build the optimizer (and model averager) for ``module`` from ``network``."""
+        """Build the optimizer (and model averager) for ``module`` from ``network``.
+
+        Resets ``num_updates`` to 0; ``initialize`` calls it when the module changed.
+
+        Args:
+            network: the :class:`~feedline.train.Network` whose ``learning_method``,
+                ``learning_rate``, ``regularization``, ``model_average`` and clipping
+                settings apply.
+            module: the model; its parameters with ``requires_grad`` are trained (none
+                raises ``ValueError``), sparse embedding tables with the learning
+                method's sparse form.
+        """
         self._module = module
         self.network = network
         self.params = [p for p in module.parameters() if p.requires_grad]
@@ -279,8 +302,13 @@ class LocalUpdater(UpdaterSteps):
         """Called before every pass."""
 
     def start_batch(self, batch_size: int | None = None) -> PassType:
-        """Clear the gradients before a batch's backward pass; record ``batch_size`` (the
-        number of samples, when known); return the batch's :class:`PassType`."""
+        """Clear the gradients before a batch's backward pass; return the batch's
+        :class:`PassType`.
+
+        Args:
+            batch_size: the batch's number of samples, recorded as ``batch_size``; a
+                positive int, or ``None`` when not known yet.
+        """
         if batch_size is not None:
             positive_int("batch_size", batch_size)
         assert self.optimizer is not None  # built by initialize(), which runs first
@@ -291,7 +319,13 @@ class LocalUpdater(UpdaterSteps):
 
     def update(self, param: torch.nn.Parameter | None = None) -> None:
         """Clip the gradients and take one optimizer step; ``update(param)``: one
-        parameter of the step (see the module docstring)."""
+        parameter of the step (see the module docstring).
+
+        Args:
+            param: ``None``: step every parameter now. One of the model's trainable
+                parameters (else ``ValueError``): the step is taken once every one has
+                been given.
+        """
         if param is None:
             self._pending.clear()
             self._step(self.dense_params, self.params)
@@ -328,8 +362,12 @@ class LocalUpdater(UpdaterSteps):
         self.num_updates += 1
 
     def finish_batch(self, cost: float | None = None) -> None:
-        """Step the parameters given to :meth:`update` without the rest (if any); record
-        ``cost`` as ``last_cost``; add the updated parameters to the model average."""
+        """Step the parameters given to :meth:`update` without the rest (if any); add the
+        updated parameters to the model average.
+
+        Args:
+            cost: the batch's cost, recorded as ``last_cost`` (a float, or ``None``).
+        """
         if self._pending:
             given = list(self._pending.values())
             self._pending.clear()
