@@ -94,8 +94,8 @@ def as_batch(serialized: Any, as_bytes) -> list[bytes]:
     Args:
         serialized: a sequence or a numpy array of any shape (flattened); a single record
             (``bytes``, ``bytearray`` or ``str``) is refused with ``TypeError``.
-        as_bytes: called as ``as_bytes(record, index)`` for each record; its result is
-            the list item.
+        as_bytes (Callable[[Any, int], bytes]): called as ``as_bytes(record, index)`` for
+            each record; its result is the list item.
 
     >>> as_batch(np.array([[b"a"], [b"b"]], dtype=object), lambda s, i: s + b"%d" % i)
     [b'a0', b'b1']
@@ -547,8 +547,8 @@ def parse_sequences(bufs: list[bytes], context_features: dict, sequence_features
         context_features: ``{name: spec}`` for the context, already checked.
         sequence_features: ``{name: spec}`` for the feature lists, already checked.
 
-    Returns:
-        ``(context, feature_lists, lengths)`` as :func:`feedline.example.parse_sequence_example`.
+    It returns ``(context, feature_lists, lengths)`` as
+    :func:`feedline.example.parse_sequence_example` does.
 
     >>> from feedline.example import FixedLenFeature, VarLenFeature, encode_sequence_example
     >>> record = encode_sequence_example({"id": [7]}, {"t": [[1], [2, 3]]})

@@ -313,8 +313,9 @@ def parse_feature_value(buf: bytes, value) -> RawFeature:
 
     Args:
         buf: the buffer the range indexes into.
-        value: a ``(start, end)`` byte range, or a :class:`Merged` of ranges (a key that
-            appeared more than once, merged as protobuf does).
+        value (tuple[int, int] | Merged): a ``(start, end)`` byte range, or a
+            :class:`Merged` of ranges (a key that appeared more than once, merged as
+            protobuf does).
 
     >>> buf = encode_feature("int64", np.array([7]))
     >>> parse_feature_value(buf, (0, len(buf))) == parse_feature(buf, 0, len(buf))
@@ -704,8 +705,9 @@ def encode_feature(kind: str | None, values, *, packed: bool = True) -> bytes:
     Args:
         kind: ``"bytes"``, ``"float"`` or ``"int64"``, or ``None`` for an empty
             ``Feature`` (no list set); another value raises ``ValueError``.
-        values: for ``"bytes"`` a list of ``bytes``; for ``"float"``/``"int64"`` anything
-            numpy turns into a float32/int64 array (flattened); ignored for ``None``.
+        values (Any): for ``"bytes"`` a list of ``bytes``; for ``"float"``/``"int64"``
+            anything numpy turns into a float32/int64 array (flattened); ignored for
+            ``None``.
         packed: true (the default) writes numbers as one packed run; false writes one
             field per number.
 

@@ -258,7 +258,7 @@ def scan(buf, pos: int, end: int, limit: int, verify: bool,
     returned, and ``None`` or the :class:`Problem` met at ``new_pos``.
 
     Args:
-        buf: the buffer (``bytes``, ``bytearray`` or anything numpy can view).
+        buf (bytes | bytearray | memoryview): the buffer (anything numpy can view).
         pos: where the first frame starts in ``buf``.
         end: one past the last byte of data in ``buf``.
         limit: the most frames to return.
@@ -359,7 +359,7 @@ def find_header(buf, start: int, end: int) -> int:
     checks (vectorised over the window), or ``-1``.
 
     Args:
-        buf: the buffer to search.
+        buf (bytes | bytearray | memoryview): the buffer to search.
         start: the first candidate position.
         end: one past the last byte a header may use.
 
