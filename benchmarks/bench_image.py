@@ -75,6 +75,7 @@ def packed(folder: pathlib.Path, fmt: str, shards: int, *, restart_markers: bool
            ) -> list[str]:
     """Pack ``folder`` (pass-through, or with every JPEG rewritten losslessly with restart
     markers) once; return the record files."""
+    from feedline.image import EncodeOptions
     from feedline.image.pack import pack_images
 
     out = DATA / "image_bench" / folder.name
@@ -85,7 +86,7 @@ def packed(folder: pathlib.Path, fmt: str, shards: int, *, restart_markers: bool
     out.mkdir(parents=True, exist_ok=True)
     result = pack_images(
         folder, out / ("train-rst" if restart_markers else "train"), format=fmt,
-        num_shards=shards, pass_through=True, restart_markers=restart_markers, num_workers=1,
+        num_shards=shards, encode=EncodeOptions(pass_through=True, restart_markers=restart_markers), num_workers=1,
     )
     stamp.write_text("\n".join(result.files))
     return result.files

@@ -18,7 +18,7 @@ Image = pytest.importorskip("PIL.Image")
 
 from _jpeg_sampling import jpeg_with_sampling  # noqa: E402
 from feedline.exceptions import DecodeError  # noqa: E402
-from feedline.image import codec  # noqa: E402
+from feedline.image import EncodeOptions, codec  # noqa: E402
 from feedline.image.augment import Compose, RandomResizedCrop  # noqa: E402
 
 # valid samplings TurboJPEG does not name: 4:4:1 and 2x2/2x1/1x1 mixtures, chroma finer than luma
@@ -140,9 +140,8 @@ def test_add_restart_markers_has_the_pixel_budget(tmp_path):
     (tmp_path / "img" / "a" / "bomb.jpg").write_bytes(bomb)
     (tmp_path / "img" / "a" / "ok.jpg").write_bytes(small)
     with pytest.raises(DecodeError, match="exceeds the budget"):
-        pack_images(tmp_path / "img", tmp_path / "out", pass_through=True, restart_markers=True)
-    result = pack_images(tmp_path / "img", tmp_path / "out2", pass_through=True,
-                         restart_markers=True, on_error="skip")
+        pack_images(tmp_path / "img", tmp_path / "out", encode=EncodeOptions(pass_through=True, restart_markers=True))
+    result = pack_images(tmp_path / "img", tmp_path / "out2", encode=EncodeOptions(pass_through=True, restart_markers=True), on_error="skip")
     assert result.count == 1
 
 

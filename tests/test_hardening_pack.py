@@ -12,6 +12,7 @@ simplejpeg = pytest.importorskip("simplejpeg")
 
 from feedline import recordio  # noqa: E402
 from feedline.cli import main  # noqa: E402
+from feedline.image import EncodeOptions, SourceOptions  # noqa: E402
 from feedline.image.listfile import ListItem, write_list  # noqa: E402
 from feedline.image.pack import pack_images  # noqa: E402
 
@@ -42,11 +43,11 @@ def test_paths_leaving_the_root_are_refused(layout, which):
     write_list(lst, [ListItem(0, (0.0,), "cat/in.jpg"), ListItem(1, (1.0,), rel)])
     out = tmp_path / "out" / "train"
     with pytest.raises(PermissionError, match=r"is outside the image root .*allow_outside_root=True \(--allow-outside-root\)"):
-        pack_images(lst, out, root=root, pass_through=True)
+        pack_images(lst, out, root=root, encode=EncodeOptions(pass_through=True))
     assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
-    result = pack_images(lst, out, root=root, pass_through=True, on_error="skip")
+    result = pack_images(lst, out, root=root, encode=EncodeOptions(pass_through=True), on_error="skip")
     assert result.count == 1 and len(result.skipped) == 1
-    result = pack_images(lst, out, root=root, pass_through=True, allow_outside_root=True)
+    result = pack_images(lst, out, root=root, encode=EncodeOptions(pass_through=True), source_options=SourceOptions(allow_outside_root=True))
     assert result.count == 2
     assert len(list(recordio.read(str(out) + ".rec"))) == 2
 
@@ -66,4 +67,4 @@ def test_cli_flag(layout, capsys):
 def test_folder_source_with_a_symlink_out(layout):
     tmp_path, root, _ = layout
     with pytest.raises(PermissionError, match="'cat/link.jpg' is outside the image root"):
-        pack_images(root, tmp_path / "f" / "train", pass_through=True)
+        pack_images(root, tmp_path / "f" / "train", encode=EncodeOptions(pass_through=True))

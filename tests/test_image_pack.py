@@ -19,6 +19,7 @@ sklearn_datasets = pytest.importorskip("sklearn.datasets")
 from feedline import recordio  # noqa: E402
 from feedline.cli import main as cli_main  # noqa: E402
 from feedline.exceptions import DataError, DecodeError  # noqa: E402
+from feedline.image import EncodeOptions, SourceOptions  # noqa: E402
 from feedline.image.codec import decode  # noqa: E402
 from feedline.image.listfile import ListItem, list_folder, read_list, write_list  # noqa: E402
 from feedline.image.pack import encode_image, pack_images  # noqa: E402
@@ -111,7 +112,7 @@ def test_list_errors(tmp_path):
 
 
 def test_pass_through_round_trip_keeps_bytes(tree, tmp_path):
-    result = pack_images(tree, tmp_path / "train", pass_through=True)
+    result = pack_images(tree, tmp_path / "train", encode=EncodeOptions(pass_through=True))
     assert result.files == [str(tmp_path / "train.rec")]
     assert result.index_files == [str(tmp_path / "train.idx")]
     assert result.list_file == str(tmp_path / "train.lst")
@@ -131,7 +132,7 @@ def test_pass_through_round_trip_keeps_bytes(tree, tmp_path):
 
 
 def test_png_reencoding_is_pixel_exact(tree, tmp_path):
-    result = pack_images(tree, tmp_path / "png", encoding=".png")
+    result = pack_images(tree, tmp_path / "png", encode=EncodeOptions(encoding=".png"))
     records = _read_rec(result.files[0], result.index_files[0])
     for item in read_list(result.list_file):
         _, payload = records[item.index]
@@ -140,17 +141,17 @@ def test_png_reencoding_is_pixel_exact(tree, tmp_path):
 
 
 def test_resize_and_center_crop(tree, tmp_path):
-    resized = pack_images(tree, tmp_path / "r", resize=24, quality=90)
+    resized = pack_images(tree, tmp_path / "r", encode=EncodeOptions(resize=24, quality=90))
     for _, payload in _read_rec(resized.files[0], resized.index_files[0]).values():
         img = decode(payload)
         assert min(img.shape[:2]) == 24 and payload[:3] == b"\xff\xd8\xff"
-    square = pack_images(tree, tmp_path / "s", resize=20, center_crop=True)
+    square = pack_images(tree, tmp_path / "s", encode=EncodeOptions(resize=20, center_crop=True))
     shapes = {decode(p).shape for _, p in _read_rec(square.files[0], square.index_files[0]).values()}
     assert shapes == {(20, 20, 3)}
 
 
 def test_center_crop_keeps_the_middle(tree, tmp_path):
-    result = pack_images(tree, tmp_path / "c", center_crop=True, encoding=".png")
+    result = pack_images(tree, tmp_path / "c", encode=EncodeOptions(center_crop=True, encoding=".png"))
     records = _read_rec(result.files[0], result.index_files[0])
     _, payload = records[1]  # china/b.JPG is 64 x 40: rows 12..52 survive
     original = decode((tree / "china/b.JPG").read_bytes())
@@ -158,7 +159,7 @@ def test_center_crop_keeps_the_middle(tree, tmp_path):
 
 
 def test_grayscale(tree, tmp_path):
-    result = pack_images(tree, tmp_path / "g", color="gray", encoding=".png")
+    result = pack_images(tree, tmp_path / "g", encode=EncodeOptions(encoding=".png", color="gray"))
     records = _read_rec(result.files[0], result.index_files[0])
     _, payload = records[3]
     assert decode(payload, mode="L").shape == (40, 56, 1)
@@ -167,7 +168,7 @@ def test_grayscale(tree, tmp_path):
 
 
 def test_shards_shuffle_and_workers(tree, tmp_path, leak_check):
-    a = pack_images(tree, tmp_path / "a" / "t", num_shards=3, shuffle=True, seed=5, pass_through=True)
+    a = pack_images(tree, tmp_path / "a" / "t", num_shards=3, shuffle=True, seed=5, encode=EncodeOptions(pass_through=True))
     assert [os.path.basename(p) for p in a.files] == [
         "t-00000-of-00003.rec",
         "t-00001-of-00003.rec",
@@ -180,25 +181,25 @@ def test_shards_shuffle_and_workers(tree, tmp_path, leak_check):
     assert sorted(ids) == list(range(7)) and ids != list(range(7))
     # same seed, 2 worker processes: byte-identical files
     b = pack_images(
-        tree, tmp_path / "b" / "t", num_shards=3, shuffle=True, seed=5, pass_through=True, num_workers=2
+        tree, tmp_path / "b" / "t", num_shards=3, shuffle=True, seed=5, encode=EncodeOptions(pass_through=True), num_workers=2
     )
     for x, y in zip(a.files + a.index_files, b.files + b.index_files):
         assert pathlib.Path(x).read_bytes() == pathlib.Path(y).read_bytes()
     leak_check.assert_clean()  # the worker processes are gone
-    c = pack_images(tree, tmp_path / "c" / "t", num_shards=3, shuffle=True, seed=6, pass_through=True)
+    c = pack_images(tree, tmp_path / "c" / "t", num_shards=3, shuffle=True, seed=6, encode=EncodeOptions(pass_through=True))
     assert pathlib.Path(c.index_files[0]).read_bytes() != pathlib.Path(a.index_files[0]).read_bytes()
 
 
 def test_lst_source_with_multiple_labels(tree, tmp_path):
     lst = tmp_path / "multi.lst"
     write_list(lst, [ListItem(10, (1.0, 2.5, 3.0), "china/a.jpg"), ListItem(20, (4.0, 5.0), "flower/x.png")])
-    packed = pack_images(lst, tmp_path / "m", root=tree, pack_label=True, pass_through=True)
+    packed = pack_images(lst, tmp_path / "m", root=tree, source_options=SourceOptions(pack_label=True), encode=EncodeOptions(pass_through=True))
     assert packed.list_file is None and packed.classes is None
     records = _read_rec(packed.files[0], packed.index_files[0])
     assert sorted(records) == [10, 20]
     header, _ = records[10]
     assert header.flag == 3 and header.label.tolist() == [1.0, 2.5, 3.0] and header.id == 10
-    first_only = pack_images(lst, tmp_path / "f", root=tree, pass_through=True)
+    first_only = pack_images(lst, tmp_path / "f", root=tree, encode=EncodeOptions(pass_through=True))
     header, _ = _read_rec(first_only.files[0], first_only.index_files[0])[20]
     assert header.flag == 0 and header.label == 4.0
 
@@ -229,9 +230,9 @@ def test_missing_and_corrupt_images(tree, tmp_path):
 
 def test_argument_validation(tree, tmp_path):
     with pytest.raises(ValueError, match=r"`pass_through` keeps the original bytes: it cannot be"):
-        pack_images(tree, tmp_path / "x", pass_through=True, resize=10)
+        pack_images(tree, tmp_path / "x", encode=EncodeOptions(resize=10, pass_through=True))
     with pytest.raises(ValueError, match=r"`quality` must be an int in \[0, 9\] for encoding '\.png', got 50"):
-        pack_images(tree, tmp_path / "x", encoding=".png", quality=50)
+        pack_images(tree, tmp_path / "x", encode=EncodeOptions(encoding=".png", quality=50))
     with pytest.raises(ValueError, match=r"`num_shards` must be a positive int, got 0"):
         pack_images(tree, tmp_path / "x", num_shards=0)
     with pytest.raises(ValueError, match=r"`format` must be one of 'recordio', 'tfrecord', got 'zip'"):
@@ -263,7 +264,7 @@ def test_tfrecord_shards_follow_example_conventions(tree, tmp_path):
     example = pytest.importorskip("feedline.example")
     from feedline import tfrecord
 
-    result = pack_images(tree, tmp_path / "tf", format="tfrecord", num_shards=2, encoding=".png")
+    result = pack_images(tree, tmp_path / "tf", format="tfrecord", num_shards=2, encode=EncodeOptions(encoding=".png"))
     assert [os.path.basename(p) for p in result.files] == [
         "tf-00000-of-00002.tfrecord",
         "tf-00001-of-00002.tfrecord",
@@ -318,7 +319,7 @@ MXNET_READ = textwrap.dedent(
 @pytest.mark.slow
 def test_mxnet_reads_what_we_pack(tree, tmp_path):
     python = peer_python("mxnet")
-    result = pack_images(tree, tmp_path / "mx", resize=20, encoding=".png")
+    result = pack_images(tree, tmp_path / "mx", encode=EncodeOptions(resize=20, encoding=".png"))
     script = tmp_path / "read.py"
     script.write_text(MXNET_READ)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -369,7 +370,7 @@ TF_READ = textwrap.dedent(
 def test_tensorflow_parses_our_tfrecord_shards(tree, tmp_path):
     pytest.importorskip("feedline.example")
     python = peer_python("tensorflow")
-    result = pack_images(tree, tmp_path / "tf", format="tfrecord", num_shards=2, resize=20)
+    result = pack_images(tree, tmp_path / "tf", format="tfrecord", num_shards=2, encode=EncodeOptions(resize=20))
     script = tmp_path / "read_tf.py"
     script.write_text(TF_READ)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}

@@ -17,6 +17,7 @@ sklearn_datasets = pytest.importorskip("sklearn.datasets")
 
 from feedline import recordio  # noqa: E402
 from feedline.exceptions import DataError, DecodeError, StateError  # noqa: E402
+from feedline.image import EncodeOptions, SourceOptions  # noqa: E402
 from feedline.image.augment import CenterCrop, Compose, Normalize, Resize, ToCHW  # noqa: E402
 from feedline.image.codec import decode  # noqa: E402
 from feedline.image.listfile import ListItem, write_list  # noqa: E402
@@ -48,7 +49,7 @@ def packed(tmp_path_factory):
         items.append(ListItem(i, (float(i),), f"{i}.jpg"))
         originals[i] = data
     write_list(base / "all.lst", items)
-    result = pack_images(base / "all.lst", base / "all", root=base / "img", pass_through=True)
+    result = pack_images(base / "all.lst", base / "all", root=base / "img", encode=EncodeOptions(pass_through=True))
     return result.files[0], result.index_files[0], originals
 
 
@@ -329,7 +330,7 @@ def test_multi_label_records(packed, tmp_path):
         (tmp_path / "img" / f"{i}.jpg").write_bytes(originals[i])
         items.append(ListItem(i, (float(i), 10.0 + i), f"{i}.jpg"))
     write_list(tmp_path / "m.lst", items)
-    result = pack_images(tmp_path / "m.lst", tmp_path / "m", root=tmp_path / "img", pack_label=True)
+    result = pack_images(tmp_path / "m.lst", tmp_path / "m", root=tmp_path / "img", source_options=SourceOptions(pack_label=True))
     it = ImageRecordIter(path_imgrec=result.files[0], data_shape=(3, 32, 32), batch_size=4,
                          label_width=2, preprocess_threads=0)
     label = next(it)[1]
@@ -397,7 +398,7 @@ def test_tfrecord_shards(packed, tmp_path):
     write_list(tmp_path / "all.lst", items)
     shards = pack_images(
         tmp_path / "all.lst", tmp_path / "tf", root=folder, format="tfrecord", num_shards=2,
-        pass_through=True,
+        encode=EncodeOptions(pass_through=True),
     ).files
     tf_it = ImageRecordIter(path_imgrec=shards, data_shape=(3, 32, 32), batch_size=8,
                             round_batch=False, preprocess_threads=0)

@@ -15,7 +15,7 @@ Image = pytest.importorskip("PIL.Image")
 from feedline import recordio  # noqa: E402
 from feedline.cli import main as cli_main  # noqa: E402
 from feedline.exceptions import DecodeError, FeedlineError  # noqa: E402
-from feedline.image import codec  # noqa: E402
+from feedline.image import EncodeOptions, codec  # noqa: E402
 from feedline.image.listfile import read_list  # noqa: E402
 from feedline.image.pack import pack_images  # noqa: E402
 from feedline.image.record_iter import ImageRecordIter  # noqa: E402
@@ -90,9 +90,9 @@ def _payloads(result) -> dict[int, bytes]:
 @pytest.mark.parametrize("format", ["recordio", "tfrecord"])
 @pytest.mark.parametrize("pass_through", [True, False], ids=["pass_through", "reencoded"])
 def test_restart_markers_keep_the_pixels(tree, tmp_path, format, pass_through):
-    plain = pack_images(tree, tmp_path / "plain", format=format, pass_through=pass_through)
+    plain = pack_images(tree, tmp_path / "plain", format=format, encode=EncodeOptions(pass_through=pass_through))
     marked = pack_images(
-        tree, tmp_path / "marked", format=format, pass_through=pass_through, restart_markers=True
+        tree, tmp_path / "marked", format=format, encode=EncodeOptions(pass_through=pass_through, restart_markers=True)
     )
     assert marked.count == plain.count == 9 and marked.skipped == []
     before, after = _payloads(plain), _payloads(marked)
@@ -112,7 +112,7 @@ def test_restart_markers_keep_the_pixels(tree, tmp_path, format, pass_through):
 
 
 def test_pass_through_without_the_option_keeps_the_file_bytes(tree, tmp_path):
-    result = pack_images(tree, tmp_path / "plain", pass_through=True, restart_markers=False)
+    result = pack_images(tree, tmp_path / "plain", encode=EncodeOptions(pass_through=True, restart_markers=False))
     payloads = _payloads(result)
     for item in read_list(result.list_file):
         assert payloads[item.index] == (tree / item.path).read_bytes()
@@ -120,7 +120,7 @@ def test_pass_through_without_the_option_keeps_the_file_bytes(tree, tmp_path):
 
 @needs_extension
 def test_png_is_stored_unchanged(tree, tmp_path):
-    result = pack_images(tree, tmp_path / "m", pass_through=True, restart_markers=True)
+    result = pack_images(tree, tmp_path / "m", encode=EncodeOptions(pass_through=True, restart_markers=True))
     payloads = _payloads(result)
     for item in read_list(result.list_file):
         original = (tree / item.path).read_bytes()
@@ -132,9 +132,9 @@ def test_png_is_stored_unchanged(tree, tmp_path):
 
 @needs_extension
 def test_worker_processes_do_the_same(tree, tmp_path, leak_check):
-    one = pack_images(tree, tmp_path / "one", pass_through=True, restart_markers=True)
+    one = pack_images(tree, tmp_path / "one", encode=EncodeOptions(pass_through=True, restart_markers=True))
     two = pack_images(
-        tree, tmp_path / "two", pass_through=True, restart_markers=True, num_workers=2
+        tree, tmp_path / "two", encode=EncodeOptions(pass_through=True, restart_markers=True), num_workers=2
     )
     leak_check.assert_clean()
     for x, y in zip(one.files + one.index_files, two.files + two.index_files):
@@ -143,8 +143,8 @@ def test_worker_processes_do_the_same(tree, tmp_path, leak_check):
 
 @needs_extension
 def test_image_record_iter_gives_the_same_batches(tree, tmp_path):
-    plain = pack_images(tree, tmp_path / "plain", pass_through=True)
-    marked = pack_images(tree, tmp_path / "marked", pass_through=True, restart_markers=True)
+    plain = pack_images(tree, tmp_path / "plain", encode=EncodeOptions(pass_through=True))
+    marked = pack_images(tree, tmp_path / "marked", encode=EncodeOptions(pass_through=True, restart_markers=True))
     options = dict(
         data_shape=(3, 24, 24), batch_size=4, random_resized_crop=True, min_random_area=0.1,
         max_random_area=0.6, rand_mirror=True, seed=7, dtype="uint8", shuffle=True,
@@ -175,7 +175,7 @@ def test_cli_flag(tree, tmp_path, capsys):
     argv = ["pack", str(tree), str(out), "--pass-through", "--restart-markers", "--quiet"]
     assert cli_main(argv) == 0
     assert "packed 9 images into 1 file(s):" in capsys.readouterr().out
-    result = pack_images(tree, tmp_path / "api", pass_through=True, restart_markers=True)
+    result = pack_images(tree, tmp_path / "api", encode=EncodeOptions(pass_through=True, restart_markers=True))
     assert (tmp_path / "cli.rec").read_bytes() == pathlib.Path(result.files[0]).read_bytes()
     marked = [p for p in _payloads(result).values() if codec.has_restart_layout(p)]
     assert len(marked) == 8
@@ -183,7 +183,7 @@ def test_cli_flag(tree, tmp_path, capsys):
 
 def test_option_validation(tree, tmp_path):
     with pytest.raises(TypeError, match=r"`restart_markers` must be a bool, got 'yes'"):
-        pack_images(tree, tmp_path / "x", restart_markers="yes")
+        pack_images(tree, tmp_path / "x", encode=EncodeOptions(restart_markers="yes"))
     assert not (tmp_path / "x.rec").exists()
 
 
@@ -191,7 +191,7 @@ def test_missing_extension_fails_before_writing(tree, tmp_path, monkeypatch, cap
     monkeypatch.setattr(codec, "_region_decoder", lambda: None)
     out = tmp_path / "out"
     with pytest.raises(FeedlineError, match=r"feedline\.image\._libjpeg"):
-        pack_images(tree, out / "x", pass_through=True, restart_markers=True)
+        pack_images(tree, out / "x", encode=EncodeOptions(pass_through=True, restart_markers=True))
     assert not out.exists()  # not even the output folder or the .lst
     code = cli_main(["pack", str(tree), str(out / "x"), "--restart-markers", "--quiet"])
     assert code == 1
@@ -199,7 +199,7 @@ def test_missing_extension_fails_before_writing(tree, tmp_path, monkeypatch, cap
     assert "feedline pack: error:" in err and "feedline.image._libjpeg" in err
     assert not out.exists()
     # without the option nothing needs the extension
-    assert pack_images(tree, out / "y", pass_through=True).count == 9
+    assert pack_images(tree, out / "y", encode=EncodeOptions(pass_through=True)).count == 9
 
 
 @pytest.fixture()
@@ -219,9 +219,9 @@ def test_broken_jpeg_reencoded_fails_as_before(broken, tmp_path):
     out = tmp_path / "out"
     for restart_markers in (False, True):
         with pytest.raises(DecodeError, match=r"bad\.jpg: cannot decode image"):
-            pack_images(broken, out / "x", restart_markers=restart_markers)
+            pack_images(broken, out / "x", encode=EncodeOptions(restart_markers=restart_markers))
         assert not (out / "x.rec").exists() and not (out / "x.lst").exists()
-        result = pack_images(broken, out / f"s{restart_markers}", restart_markers=restart_markers,
+        result = pack_images(broken, out / f"s{restart_markers}", encode=EncodeOptions(restart_markers=restart_markers),
                              on_error="skip")
         assert result.count == 1 and [s[:2] for s in result.skipped] == [(0, "bad/bad.jpg")]
         assert "cannot decode image" in result.skipped[0][2]
@@ -231,16 +231,16 @@ def test_broken_jpeg_reencoded_fails_as_before(broken, tmp_path):
 def test_broken_jpeg_passed_through_follows_on_error(broken, tmp_path):
     out = tmp_path / "out"
     # without the option the bytes are stored as they are (no decode) ...
-    assert pack_images(broken, out / "plain", pass_through=True).count == 2
+    assert pack_images(broken, out / "plain", encode=EncodeOptions(pass_through=True)).count == 2
     # ... with it the rewrite decodes them, and a failure is an undecodable image
     with pytest.raises(DecodeError, match=r"bad\.jpg: cannot add restart markers: .+"):
-        pack_images(broken, out / "x", pass_through=True, restart_markers=True)
+        pack_images(broken, out / "x", encode=EncodeOptions(pass_through=True, restart_markers=True))
     assert not (out / "x.rec").exists() and not (out / "x.lst").exists()
     result = pack_images(
-        broken, out / "s", pass_through=True, restart_markers=True, on_error="skip"
+        broken, out / "s", encode=EncodeOptions(pass_through=True, restart_markers=True), on_error="skip"
     )
     assert result.count == 1 and [s[:2] for s in result.skipped] == [(0, "bad/bad.jpg")]
     assert "cannot add restart markers" in result.skipped[0][2]
     assert codec.has_restart_layout(next(iter(_payloads(result).values())))
     with pytest.warns(RuntimeWarning, match=r"pack: skipping bad/bad\.jpg: .*cannot add restart"):
-        pack_images(broken, out / "w", pass_through=True, restart_markers=True, on_error="warn")
+        pack_images(broken, out / "w", encode=EncodeOptions(pass_through=True, restart_markers=True), on_error="warn")

@@ -161,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     (0, ['train.idx', 'train.lst', 'train.rec'])
     """
     from feedline.image.pack import pack_images
+    from feedline.image.pack_options import EncodeOptions, SourceOptions
 
     exts = tuple(e.strip() for text in args.exts for e in text.split(",") if e.strip())
     if args.list:
@@ -173,12 +174,7 @@ def run(args: argparse.Namespace) -> int:
         from feedline.cli import UsageError
 
         raise UsageError(f"{', '.join(listing)} need --list")
-    result = pack_images(
-        args.source,
-        args.output,
-        root=args.root,
-        format=args.format,
-        num_shards=args.num_shards,
+    encode = EncodeOptions(
         resize=args.resize,
         center_crop=args.center_crop,
         encoding=args.encoding,
@@ -186,14 +182,22 @@ def run(args: argparse.Namespace) -> int:
         color=args.color,
         pass_through=args.pass_through,
         restart_markers=args.restart_markers,
-        pack_label=args.pack_label,
+    )
+    source_options = SourceOptions(
+        exts=exts, allow_outside_root=args.allow_outside_root, pack_label=args.pack_label)
+    result = pack_images(
+        args.source,
+        args.output,
+        root=args.root,
+        format=args.format,
+        num_shards=args.num_shards,
+        encode=encode,
+        source_options=source_options,
         shuffle=bool(args.shuffle),
         seed=args.seed,
         num_workers=args.num_workers,
-        exts=exts,
         on_error=args.on_error,
         progress=not args.quiet,
-        allow_outside_root=args.allow_outside_root,
         backend="ray" if args.ray else "process",
     )
     print(f"packed {result.count} images into {len(result.files)} file(s):")

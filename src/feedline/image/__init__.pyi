@@ -21,6 +21,8 @@ from feedline.image.listfile import read_list as read_list
 from feedline.image.listfile import write_list as write_list
 from feedline.image.pack import PackResult as PackResult
 from feedline.image.pack import pack_images as pack_images
+from feedline.image.pack_options import EncodeOptions as EncodeOptions
+from feedline.image.pack_options import SourceOptions as SourceOptions
 from feedline.image.record_iter import ImageRecordIter as ImageRecordIter
 
 __all__: list[str]

@@ -37,7 +37,9 @@ Ray tasks read, encode and write the shards themselves (:mod:`feedline.image._pa
 ...     os.makedirs(os.path.join(root, "photos", cls))
 ...     img = np.full((40, 60, 3), 100 if cls == "cat" else 200, np.uint8)
 ...     _ = open(os.path.join(root, "photos", cls, "1.jpg"), "wb").write(simplejpeg.encode_jpeg(img))
->>> result = pack_images(os.path.join(root, "photos"), os.path.join(root, "train"), resize=20)
+>>> from feedline.image import EncodeOptions
+>>> result = pack_images(os.path.join(root, "photos"), os.path.join(root, "train"),
+...                      encode=EncodeOptions(resize=20))
 >>> result.count, result.classes, [os.path.basename(p) for p in result.files]
 (2, ['cat', 'dog'], ['train.rec'])
 >>> header, img = recordio.unpack_img(recordio.IndexedRecordIO(result.index_files[0], result.files[0]).read_idx(1))
@@ -59,25 +61,23 @@ from typing import Any
 
 import numpy as np
 
+from feedline._internal.option_groups import OLD, regroup
 from feedline._internal.optional import require
 from feedline._internal.validate import (
-    check_bool,
     non_negative_int,
     one_of,
-    optional_positive_int,
     positive_int,
 )
 from feedline.exceptions import DecodeError
-from feedline.image.listfile import IMAGE_EXTENSIONS, ListItem, list_folder, read_list, write_list
+from feedline.image.listfile import ListItem, list_folder, read_list, write_list
+from feedline.image.pack_options import ENCODINGS, EncodeOptions, SourceOptions
+from feedline.image.pack_options import check_quality as _check_quality
 
 __all__ = ["pack_images", "PackResult", "encode_image", "ENCODINGS", "FORMATS"]
 
-#: Encodings ``pack_images`` can re-encode to.
-ENCODINGS = (".jpg", ".png")
 #: Output formats.
 FORMATS = ("recordio", "tfrecord")
 
-_DEFAULT_QUALITY = {".jpg": 95, ".png": 3}
 _SUFFIX = {"recordio": ".rec", "tfrecord": ".tfrecord"}
 
 
@@ -100,8 +100,9 @@ class PackResult:
     >>> for k, cls in enumerate(("cat", "dog")):
     ...     os.makedirs(os.path.join(root, "photos", cls))
     ...     Image.new("RGB", (8, 8), (50 * k, 0, 0)).save(os.path.join(root, "photos", cls, "0.png"))
-    >>> result = pack_images(os.path.join(root, "photos"), os.path.join(root, "train"), encoding=".png",
-    ...                      format="tfrecord")
+    >>> from feedline.image import EncodeOptions
+    >>> result = pack_images(os.path.join(root, "photos"), os.path.join(root, "train"),
+    ...                      encode=EncodeOptions(encoding=".png"), format="tfrecord")
     >>> type(result).__name__, result.count, result.counts, result.classes, result.skipped
     ('PackResult', 2, [2], ['cat', 'dog'], [])
     >>> [os.path.basename(p) for p in result.files], result.index_files, os.path.basename(result.list_file)
@@ -156,17 +157,6 @@ def encode_image(img: np.ndarray, *, encoding: str = ".jpg", quality: int | None
     buf = io.BytesIO()
     Image.fromarray(np.ascontiguousarray(plane)).save(buf, format="PNG", compress_level=quality)
     return buf.getvalue()
-
-
-def _check_quality(encoding: str, quality: Any) -> int:
-    if quality is None:
-        return _DEFAULT_QUALITY[encoding]
-    low, high = (1, 100) if encoding == ".jpg" else (0, 9)
-    if isinstance(quality, bool) or not isinstance(quality, int) or not low <= quality <= high:
-        raise ValueError(
-            f"`quality` must be an int in [{low}, {high}] for encoding {encoding!r}, got {quality!r}"
-        )
-    return quality
 
 
 @dataclass(frozen=True)
@@ -306,22 +296,24 @@ def pack_images(
     root: str | os.PathLike | None = None,
     format: str = "recordio",
     num_shards: int = 1,
-    resize: int | None = None,
-    center_crop: bool = False,
-    encoding: str = ".jpg",
-    quality: int | None = None,
-    color: str = "rgb",
-    pass_through: bool = False,
-    pack_label: bool = False,
+    encode: EncodeOptions | None = None,
+    source_options: SourceOptions | None = None,
     shuffle: bool = False,
     seed: int = 0,
     num_workers: int = 1,
-    exts: Sequence[str] = IMAGE_EXTENSIONS,
+    backend: str = "process",
     on_error: str = "raise",
     progress: bool = False,
-    allow_outside_root: bool = False,
-    restart_markers: bool = False,
-    backend: str = "process",
+    resize: int | None = OLD,
+    center_crop: bool = OLD,
+    encoding: str = OLD,
+    quality: int | None = OLD,
+    color: str = OLD,
+    pass_through: bool = OLD,
+    restart_markers: bool = OLD,
+    pack_label: bool = OLD,
+    exts: Sequence[str] = OLD,
+    allow_outside_root: bool = OLD,
 ) -> PackResult:
     """Pack images into ``num_shards`` RecordIO or TFRecord files (see the module docstring).
 
@@ -333,16 +325,13 @@ def pack_images(
             folder); not allowed with a folder source.
         format: ``"recordio"`` or ``"tfrecord"``.
         num_shards: number of output files.
-        resize: scale each image so that its shorter side has this many pixels.
-        center_crop: first crop the central square (side = the shorter side), as
-            im2rec's ``--center-crop``.
-        encoding: ``".jpg"`` or ``".png"`` for re-encoded images.
-        quality: JPEG quality 1-100 (default 95) or PNG zlib level 0-9 (default 3).
-        color: ``"rgb"`` or ``"gray"`` (re-encoded images are converted to this).
-        pass_through: store each file's bytes unchanged (no decode, no re-encode); not
-            allowed with ``resize``/``center_crop``/``color="gray"``.
-        pack_label: store every label of a multi-label ``.lst`` line (``IRHeader.flag`` =
-            number of labels), not only the first.
+        encode: :class:`~feedline.image.EncodeOptions`: what is stored for each image
+            (``resize``, ``center_crop``, ``encoding``, ``quality``, ``color``,
+            ``pass_through``, ``restart_markers``); ``None``: each image re-encoded as
+            an RGB JPEG of quality 95, at its own size.
+        source_options: :class:`~feedline.image.SourceOptions`: which files and labels
+            are taken (``exts``, ``allow_outside_root``, ``pack_label``); ``None``: the
+            defaults.
         shuffle: write records in a random order drawn from ``seed``.
         seed: the seed of that order.
         num_workers: processes that read and encode images (1: in this process); with
@@ -353,63 +342,49 @@ def pack_images(
             this process commits the set with its manifest only when every task
             succeeded (a failure leaves no shard file and no manifest). The files are
             byte-identical to a local pack with the same arguments.
-        exts: file name endings taken as images in a folder source.
         on_error: ``"raise"`` (default): a missing or undecodable image stops the run
             (nothing is written); ``"skip"``: leave it out and list it in
             :attr:`PackResult.skipped`; ``"warn"``: skip and issue a ``RuntimeWarning``.
         progress: print a progress line on stderr.
-        allow_outside_root: read images whose path leaves the image root (an absolute
-            path, ``..``, a symbolic link pointing elsewhere); by default such an image is
-            refused with ``PermissionError`` (skipped under ``on_error="skip"``).
-        restart_markers: rewrite every JPEG payload (passed-through file bytes or
-            re-encoded output) with :func:`feedline.image.codec.add_restart_markers`
-            before it is written: a lossless rewrite (the DCT coefficients are copied,
-            so the payload decodes to exactly the pixels it would have without the
-            option) into a baseline JPEG with a restart marker every few MCUs (at most
-            32 pixels apart, each MCU row starting a new interval), which
-            :func:`~feedline.image.codec.decode_region` (``ImageRecordIter``'s decode
-            plan for crops) splices so that it entropy-decodes only what a crop needs:
-            region decoding gets faster, files grow by about 1-3 %. PNG and other formats
-            are stored unchanged, as are the labels, ids and ``image/height``/``width``. Needs
-            the C extension ``feedline.image._libjpeg``: without it
-            :class:`~feedline.exceptions.FeedlineError` is raised before any file is
-            written. A JPEG that cannot be rewritten (it does not decode; with
-            ``pass_through`` such a file would otherwise be stored as it is) is handled
-            by ``on_error`` like an undecodable image, the ``DecodeError`` naming the file.
+
+    Deprecated:
+        The flat keywords ``resize``, ``center_crop``, ``encoding``, ``quality``,
+        ``color``, ``pass_through``, ``restart_markers`` (now fields of ``encode``) and
+        ``pack_label``, ``exts``, ``allow_outside_root`` (now fields of
+        ``source_options``) still work for one release with a ``DeprecationWarning``
+        naming the new spelling; the same option given both ways with different values is
+        a ``TypeError``.
 
     >>> import os, tempfile
     >>> from PIL import Image
     >>> from feedline import recordio
+    >>> from feedline.image import EncodeOptions
     >>> from feedline.image.listfile import write_list
     >>> root = tempfile.mkdtemp()
     >>> for j in range(3):
     ...     Image.new("RGB", (12, 6), (10 * j, 0, 0)).save(os.path.join(root, f"{j}.png"))
     >>> write_list(os.path.join(root, "in.lst"), [(j, j % 2, f"{j}.png") for j in range(3)])
     >>> result = pack_images(os.path.join(root, "in.lst"), os.path.join(root, "out"), num_shards=2,
-    ...                      resize=3, encoding=".png")
+    ...                      encode=EncodeOptions(resize=3, encoding=".png"))
     >>> result.count, result.counts, [os.path.basename(p) for p in result.files]
     (3, [2, 1], ['out-00000-of-00002.rec', 'out-00001-of-00002.rec'])
     >>> header, img = recordio.unpack_img(next(iter(recordio.read(result.files[1]))))
     >>> header.label, header.id, img.shape          # shorter side resized to 3
     (1.0, 1, (3, 6, 3))
     """
+    enc = regroup("encode", EncodeOptions, encode, {
+        "resize": resize, "center_crop": center_crop, "encoding": encoding, "quality": quality,
+        "color": color, "pass_through": pass_through, "restart_markers": restart_markers})
+    src = regroup("source_options", SourceOptions, source_options, {
+        "pack_label": pack_label, "exts": exts, "allow_outside_root": allow_outside_root})
     format = one_of("format", format, FORMATS)
     positive_int("num_shards", num_shards)
-    optional_positive_int("resize", resize)
-    one_of("encoding", encoding, ENCODINGS)
-    quality = _check_quality(encoding, quality)
-    color = one_of("color", color, ("rgb", "gray"))
     non_negative_int("seed", seed)
     positive_int("num_workers", num_workers)
     backend = one_of("backend", backend, ("process", "ray"))
     on_error = one_of("on_error", on_error, ("raise", "skip", "warn"))
-    check_bool("restart_markers", restart_markers)
-    if pass_through and (resize or center_crop or color != "rgb"):
-        raise ValueError(
-            "`pass_through` keeps the original bytes: it cannot be combined with "
-            "`resize`, `center_crop` or `color='gray'`"
-        )
-    if restart_markers:
+    pack_label = src.pack_label
+    if enc.restart_markers:
         _require_restart_markers()
     source = os.fspath(source)
     output = os.fspath(output)
@@ -419,7 +394,7 @@ def pack_images(
     if os.path.isdir(source):
         if root is not None:
             raise ValueError("`root` is only for a .lst source; a folder source is its own root")
-        items, classes = list_folder(source, exts=exts)
+        items, classes = list_folder(source, exts=src.exts)
         image_root = source
         list_file = output + ".lst"
     elif os.path.isfile(source):
@@ -437,15 +412,15 @@ def pack_images(
 
     config = _Config(
         root=image_root,
-        pass_through=pass_through,
-        resize=resize,
-        center_crop=center_crop,
-        encoding=encoding,
-        quality=quality,
-        color=color,
+        pass_through=enc.pass_through,
+        resize=enc.resize,
+        center_crop=enc.center_crop,
+        encoding=enc.encoding,
+        quality=_check_quality(enc.encoding, enc.quality),
+        color=enc.color,
         skip_errors=on_error != "raise",
-        allow_outside_root=bool(allow_outside_root),
-        restart_markers=restart_markers,
+        allow_outside_root=src.allow_outside_root,
+        restart_markers=enc.restart_markers,
     )
     from feedline.formats.sharded import ShardedWriter
 

@@ -592,7 +592,9 @@ class ImageRecordIter(DataIter, Closeable):
     ...     os.makedirs(os.path.join(root, "photos", cls))
     ...     for j in range(2):
     ...         Image.new("RGB", (8, 8), (50 * k + j,) * 3).save(os.path.join(root, "photos", cls, f"{j}.png"))
-    >>> packed = pack_images(os.path.join(root, "photos"), os.path.join(root, "train"), encoding=".png")
+    >>> from feedline.image import EncodeOptions
+    >>> packed = pack_images(os.path.join(root, "photos"), os.path.join(root, "train"),
+    ...                      encode=EncodeOptions(encoding=".png"))
     >>> with ImageRecordIter(path_imgrec=packed.files[0], data_shape=(3, 8, 8), batch_size=3) as it:
     ...     print(it.num_records, len(it))
     ...     for batch in it:
