@@ -301,10 +301,8 @@ def dense_vector_sequence(dim: int, *, dtype: Any = "float32") -> InputType:
     """A sequence of ``dim``-wide dense vectors per sample.
 
     Args:
-        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
-        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
-            ``None`` means the default); it must be float16, float32 or float64, else
-            ``ValueError``, and a non-dtype raises ``TypeError``.
+        dim: the width of one vector, as for :func:`dense_vector`.
+        dtype: float16, float32 (the default) or float64, as for :func:`dense_vector`.
 
     >>> dense_vector_sequence(4).is_sequence
     True
@@ -316,10 +314,8 @@ def dense_vector_sub_sequence(dim: int, *, dtype: Any = "float32") -> InputType:
     """A list of sequences of ``dim``-wide dense vectors per sample.
 
     Args:
-        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
-        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
-            ``None`` means the default); it must be float16, float32 or float64, else
-            ``ValueError``, and a non-dtype raises ``TypeError``.
+        dim: the width of one vector, as for :func:`dense_vector`.
+        dtype: float16, float32 (the default) or float64, as for :func:`dense_vector`.
 
     >>> dense_vector_sub_sequence(4).is_sub_sequence
     True
@@ -331,11 +327,8 @@ def dense_array_sequence(shape: int | tuple, *, dtype: Any = "float32") -> Input
     """A sequence of arrays of ``shape`` per sample.
 
     Args:
-        shape: the shape of one array (an int means ``(shape,)``); positive ints, at
-            least one dimension, else ``ValueError``/``TypeError``.
-        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
-            ``None`` means the default); it must be float16, float32 or float64, else
-            ``ValueError``, and a non-dtype raises ``TypeError``.
+        shape: the shape of one array, as for :func:`dense_array`.
+        dtype: float16, float32 (the default) or float64, as for :func:`dense_array`.
 
     >>> dense_array_sequence((2, 2))
     dense_array_sequence((2, 2))
@@ -347,11 +340,8 @@ def dense_array_sub_sequence(shape: int | tuple, *, dtype: Any = "float32") -> I
     """A list of sequences of arrays of ``shape`` per sample.
 
     Args:
-        shape: the shape of one array (an int means ``(shape,)``); positive ints, at
-            least one dimension, else ``ValueError``/``TypeError``.
-        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
-            ``None`` means the default); it must be float16, float32 or float64, else
-            ``ValueError``, and a non-dtype raises ``TypeError``.
+        shape: the shape of one array, as for :func:`dense_array`.
+        dtype: float16, float32 (the default) or float64, as for :func:`dense_array`.
 
     >>> dense_array_sub_sequence((2, 2)).seq_type
     2
@@ -382,10 +372,8 @@ def integer_value_sequence(value_range: int, *, dtype: Any = "int64") -> InputTy
     """A sequence of ids per sample (words of a sentence).
 
     Args:
-        value_range: ids must lie in ``[0, value_range)``; a positive int of at most
-            ``2**53``, else ``ValueError``/``TypeError``.
-        dtype: numpy dtype of the converted ids (``None`` means the default); it must be
-            int32 or int64, else ``ValueError``.
+        value_range: ids lie in ``[0, value_range)``, as for :func:`integer_value`.
+        dtype: int32 or int64 (the default), as for :func:`integer_value`.
 
     >>> integer_value_sequence(100)
     integer_value_sequence(100)
@@ -397,10 +385,8 @@ def integer_value_sub_sequence(value_range: int, *, dtype: Any = "int64") -> Inp
     """A list of id sequences per sample (sentences of a paragraph).
 
     Args:
-        value_range: ids must lie in ``[0, value_range)``; a positive int of at most
-            ``2**53``, else ``ValueError``/``TypeError``.
-        dtype: numpy dtype of the converted ids (``None`` means the default); it must be
-            int32 or int64, else ``ValueError``.
+        value_range: ids lie in ``[0, value_range)``, as for :func:`integer_value`.
+        dtype: int32 or int64 (the default), as for :func:`integer_value`.
 
     >>> integer_value_sub_sequence(100)
     integer_value_sub_sequence(100)
@@ -442,12 +428,10 @@ def integer_values_sequence(
     """A sequence of fixed-size id groups per sample -> values ``(tokens, count)``.
 
     Args:
-        value_range: ids must lie in ``[0, value_range)``; a positive int of at most
-            ``2**53``, else ``ValueError``/``TypeError``.
-        count: how many ids one sample (token) holds; ``None`` takes the width from the
-            batch, where every sample must hold the same number; else a positive int.
-        dtype: numpy dtype of the converted ids (``None`` means the default); it must be
-            int32 or int64, else ``ValueError``.
+        value_range: ids lie in ``[0, value_range)``, as for :func:`integer_values`.
+        count: ids per token, or ``None`` to take it from the batch, as for
+            :func:`integer_values`.
+        dtype: int32 or int64 (the default), as for :func:`integer_values`.
 
     >>> integer_values_sequence(5).seq_type
     1
@@ -461,12 +445,10 @@ def integer_values_sub_sequence(
     """A list of sequences of fixed-size id groups per sample.
 
     Args:
-        value_range: ids must lie in ``[0, value_range)``; a positive int of at most
-            ``2**53``, else ``ValueError``/``TypeError``.
-        count: how many ids one sample (token) holds; ``None`` takes the width from the
-            batch, where every sample must hold the same number; else a positive int.
-        dtype: numpy dtype of the converted ids (``None`` means the default); it must be
-            int32 or int64, else ``ValueError``.
+        value_range: ids lie in ``[0, value_range)``, as for :func:`integer_values`.
+        count: ids per token, or ``None`` to take it from the batch, as for
+            :func:`integer_values`.
+        dtype: int32 or int64 (the default), as for :func:`integer_values`.
 
     >>> integer_values_sub_sequence(5).seq_type
     2
@@ -482,9 +464,9 @@ def sparse_binary_vector(dim: int, *, seq_type: int = 0) -> InputType:
     """A ``dim``-wide 0/1 vector given as the indices of its ones -> CSR, no values.
 
     Args:
-        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
-        seq_type: the :class:`SequenceType` nesting level: 0 (the default) none, 1 a
-            sequence, 2 a sub-sequence; anything else raises ``ValueError``.
+        dim: the width of the vector: indices must lie in ``[0, dim)``; a positive int,
+            else ``ValueError``/``TypeError``.
+        seq_type: the :class:`SequenceType` level: 0 (the default), 1 or 2.
 
     >>> sparse_binary_vector(10000)
     sparse_binary_vector(10000)
@@ -497,7 +479,7 @@ def sparse_binary_vector_sequence(dim: int) -> InputType:
     """A sequence of sparse binary vectors per sample.
 
     Args:
-        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
+        dim: the width of one vector, as for :func:`sparse_binary_vector`.
 
     >>> sparse_binary_vector_sequence(8).is_sparse
     True
@@ -509,7 +491,7 @@ def sparse_binary_vector_sub_sequence(dim: int) -> InputType:
     """A list of sequences of sparse binary vectors per sample.
 
     Args:
-        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
+        dim: the width of one vector, as for :func:`sparse_binary_vector`.
 
     >>> sparse_binary_vector_sub_sequence(8).seq_type
     2
@@ -522,12 +504,11 @@ def sparse_float_vector(dim: int, *, dtype: Any = "float32", seq_type: int = 0) 
     ``{index: value}``) -> CSR with values of ``dtype``.
 
     Args:
-        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
-        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
-            ``None`` means the default); it must be float16, float32 or float64, else
-            ``ValueError``, and a non-dtype raises ``TypeError``.
-        seq_type: the :class:`SequenceType` nesting level: 0 (the default) none, 1 a
-            sequence, 2 a sub-sequence; anything else raises ``ValueError``.
+        dim: the width of the vector: indices must lie in ``[0, dim)``; a positive int,
+            else ``ValueError``/``TypeError``.
+        dtype: numpy dtype of the stored values (``None`` means the default): float16,
+            float32 or float64, else ``ValueError``; a non-dtype raises ``TypeError``.
+        seq_type: the :class:`SequenceType` level: 0 (the default), 1 or 2.
 
     >>> sparse_float_vector(10000)
     sparse_float_vector(10000)
@@ -540,10 +521,9 @@ def sparse_float_vector_sequence(dim: int, *, dtype: Any = "float32") -> InputTy
     """A sequence of sparse float vectors per sample.
 
     Args:
-        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
-        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
-            ``None`` means the default); it must be float16, float32 or float64, else
-            ``ValueError``, and a non-dtype raises ``TypeError``.
+        dim: the width of one vector, as for :func:`sparse_float_vector`.
+        dtype: float16, float32 (the default) or float64, as for
+            :func:`sparse_float_vector`.
 
     >>> sparse_float_vector_sequence(8)
     sparse_float_vector_sequence(8)
@@ -555,10 +535,9 @@ def sparse_float_vector_sub_sequence(dim: int, *, dtype: Any = "float32") -> Inp
     """A list of sequences of sparse float vectors per sample.
 
     Args:
-        dim: the width of one vector; a positive int, else ``ValueError``/``TypeError``.
-        dtype: numpy dtype of the converted values (anything ``numpy.dtype`` accepts;
-            ``None`` means the default); it must be float16, float32 or float64, else
-            ``ValueError``, and a non-dtype raises ``TypeError``.
+        dim: the width of one vector, as for :func:`sparse_float_vector`.
+        dtype: float16, float32 (the default) or float64, as for
+            :func:`sparse_float_vector`.
 
     >>> sparse_float_vector_sub_sequence(8)
     sparse_float_vector_sub_sequence(8)
