@@ -212,14 +212,12 @@ class Joined:
 
     Args:
         iterable: the batches, re-iterable once per epoch (a ``DataLoader``).
-        policy: ``"pad"`` (the default) repeats a rank's last batch, flagged as padding,
-            while another rank still has one; ``"drop_remainder"`` ends the epoch for
-            every rank at the first step at which some rank has no batch. Another value
-            raises ``ValueError``.
-        samples: counts the samples of a batch for the padded and dropped counts
-            (default :func:`count_samples`); a non-callable raises ``TypeError``.
-        group: the ``torch.distributed`` process group whose ranks agree; ``None`` (the
-            default) is the whole job. A group of one exchanges nothing.
+        policy: ``"pad"`` (the default) or ``"drop_remainder"``, as for
+            :class:`RankJoin` (another value raises ``ValueError``).
+        samples: counts a batch's samples, as for :class:`RankJoin` (default
+            :func:`count_samples`).
+        group: the process group whose ranks agree, as for :class:`RankJoin`
+            (``None``: the whole job).
         flag_key: also set ``batch[flag_key]`` (a bool tensor, true for a repeated
             batch) in dict batches, on a copy; ``None`` (the default) sets nothing.
 
