@@ -19,7 +19,8 @@ import re
 
 from test_docs_inventory import _foreign, public_modules
 
-#: parameters that are deprecated spellings, accepted for one release
+#: parameters that are deprecated spellings, accepted for one release (a parameter counts as
+#: one only when its default is the "not given" marker ``UNSET`` as well)
 DEPRECATED = {"workers", "drop_last_deprecated"}
 
 _SECTION = re.compile(r"^(\s*)(Args|Arguments|Parameters):\s*$", re.M)
@@ -49,19 +50,40 @@ def documented_params(doc: str) -> set[str] | None:
     return names
 
 
-def _params(fn) -> list[str] | None:
+def _signature(fn) -> inspect.Signature | None:
     try:
-        sig = inspect.signature(fn)
+        return inspect.signature(fn)
     except (TypeError, ValueError):
+        return None
+
+
+def _params(fn) -> list[str] | None:
+    """The parameters that need a row: not ``self``/``cls``, not ``*args``/``**kwargs``,
+    not a deprecated spelling."""
+    from feedline._internal.validate import UNSET
+
+    sig = _signature(fn)
+    if sig is None:
         return None
     names = []
     for p in sig.parameters.values():
-        if p.name in ("self", "cls") or p.name in DEPRECATED:
+        if p.name in ("self", "cls") or (p.name in DEPRECATED and p.default is UNSET):
             continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         names.append(p.name)
     return names
+
+
+def _allowed_rows(fn) -> set[str]:
+    """Rows a docstring may have beyond the parameters: ``*args``/``**kwargs`` and
+    deprecated spellings."""
+    sig = _signature(fn)
+    allowed = set(DEPRECATED)
+    if sig is not None:
+        allowed.update(p.name for p in sig.parameters.values()
+                       if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+    return allowed
 
 
 def _own(obj) -> bool:
@@ -108,7 +130,7 @@ def undocumented() -> dict[str, str]:
             problems[qual] = f"no Args: section for {params}"
             continue
         missing = [p for p in params if p not in rows]
-        extra = sorted(rows - set(params) - DEPRECATED)
+        extra = sorted(rows - set(params) - _allowed_rows(fn))
         if missing or extra:
             problems[qual] = f"missing {missing}, not parameters {extra}"
     return problems
