@@ -130,7 +130,7 @@ def test_read_validation(tmp_path):
         fwds.read(paths, num_workers=0)
     with pytest.raises(ValueError, match="`on_error` must be one of"):
         fwds.read(paths, on_error="ignore")
-    with pytest.raises(TypeError, match="`decode` must be a bool or a list of extensions"):
+    with pytest.raises(TypeError, match="`decode` must be a bool, a list of field names or a DecodeOptions"):
         fwds.read(paths, decode="yes")
     with pytest.raises(ValueError, match="`read_ahead` fetches the next shard into the cache"):
         fwds.read(paths, read_ahead=True)

@@ -28,12 +28,16 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterable
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from feedline._internal.option_groups import OLD, regroup
+from feedline._internal.validate import one_of
 from feedline.exceptions import DecodeError
 
-__all__ = ["decode_sample", "DECODERS", "IMAGE_EXTENSIONS"]
+__all__ = ["decode_sample", "DecodeOptions", "DECODERS", "IMAGE_EXTENSIONS"]
 
 IMAGE_EXTENSIONS = frozenset("jpg jpeg png ppm pgm pbm bmp webp tif tiff".split())
 
@@ -120,3 +124,82 @@ def decode_sample(sample: dict[str, Any], *, fields: Iterable[str] | None = None
                 path=sample.get("__url__"),
             ) from exc
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeOptions:
+    """Which fields of a sample a reader decodes, and how (:func:`decode_sample`'s
+    options): the ``decode`` argument of :func:`~feedline.webdataset.read` and
+    :class:`~feedline.webdataset.IndexedTarShards`, where ``decode=True`` is
+    ``DecodeOptions()`` and ``decode=["jpg", "cls"]`` is
+    ``DecodeOptions(fields=["jpg", "cls"])``.
+
+    Args:
+        fields: decode only the fields with these names (a sequence of strings, kept as
+            a tuple); ``None`` (the default) decodes every field of a known extension.
+        image_mode: what image fields decode to: ``"RGB"`` (the default, ``(H, W, 3)``)
+            or ``"L"`` (grayscale, ``(H, W, 1)``).
+
+    >>> DecodeOptions(fields=["cls"]).apply({"__key__": "k", "cls": b"3", "txt": b"hi"})
+    {'__key__': 'k', 'cls': 3, 'txt': b'hi'}
+    >>> DecodeOptions(image_mode="CMYK")
+    Traceback (most recent call last):
+    ...
+    ValueError: `image_mode` must be one of 'RGB', 'L', got 'CMYK'
+    """
+
+    fields: Sequence[str] | None = None
+    image_mode: str = "RGB"
+
+    def __post_init__(self) -> None:
+        fields = self.fields
+        if fields is not None:
+            if isinstance(fields, (str, bytes)) or not isinstance(fields, Iterable) or not all(
+                    isinstance(x, str) for x in fields):
+                raise TypeError(f"`fields` must be a sequence of field names or None, got {fields!r}")
+            object.__setattr__(self, "fields", tuple(fields))
+        one_of("image_mode", self.image_mode, ("RGB", "L"))
+
+    def apply(self, sample: dict[str, Any]) -> dict[str, Any]:
+        """``sample`` decoded with these options (a new dict, see :func:`decode_sample`).
+
+        Args:
+            sample: field name -> value, as a reader yields it.
+
+        >>> DecodeOptions().apply({"__key__": "k", "json": b"[1]"})
+        {'__key__': 'k', 'json': [1]}
+        """
+        return decode_sample(sample, fields=self.fields, image_mode=self.image_mode)
+
+
+def decode_options(decode: Any, image_mode: Any = OLD) -> DecodeOptions | None:
+    """A reader's ``decode`` argument (``False``/``None``: no decoding, ``True``, a list of
+    field names or a :class:`DecodeOptions`) as ``DecodeOptions`` or ``None``, with the
+    deprecated ``image_mode`` keyword folded in (a ``DeprecationWarning`` on the reader's
+    caller).
+
+    >>> decode_options(["cls"])
+    DecodeOptions(fields=('cls',), image_mode='RGB')
+    >>> decode_options(False) is None
+    True
+    """
+    if decode is None or decode is False:
+        options = None
+    elif decode is True:
+        options = DecodeOptions()
+    elif isinstance(decode, DecodeOptions):
+        options = decode
+    elif isinstance(decode, (list, tuple, set, frozenset)) and all(isinstance(x, str) for x in decode):
+        options = DecodeOptions(fields=sorted(decode) if isinstance(decode, (set, frozenset))
+                                else decode)
+    else:
+        raise TypeError("`decode` must be a bool, a list of field names or a DecodeOptions, "
+                        f"got {decode!r}")
+    if image_mode is OLD:
+        return options
+    if options is None:  # nothing is decoded: the mode only needs to be a valid one
+        one_of("image_mode", image_mode, ("RGB", "L"))
+        warnings.warn("`image_mode` is deprecated, use `decode=DecodeOptions(image_mode=...)`",
+                      DeprecationWarning, stacklevel=3)
+        return None
+    return regroup("decode", DecodeOptions, options, {"image_mode": image_mode}, stacklevel=4)

@@ -44,9 +44,11 @@ import numpy as np
 
 from feedline._internal.atomic import replace_file
 from feedline._internal.on_error import check_on_error
+from feedline._internal.option_groups import OLD
 from feedline.dataset.base import RandomAccessDataset
 from feedline.exceptions import CorruptRecordError
 from feedline.formats.webdataset._tarscan import BLOCK, OffsetView, SampleScan, samples
+from feedline.formats.webdataset.decode import DecodeOptions, decode_options
 from feedline.storage.fs import is_remote, open_file
 
 __all__ = ["index_path", "build_index", "write_index", "read_index", "read_ranges",
@@ -218,11 +220,15 @@ class IndexedTarShards(RandomAccessDataset):
         shards: the shard paths or URLs (none raises ``ValueError``). Shards without an
             index are indexed first (:func:`build_index`; remote ones need write access
             beside them, or build the indexes beforehand).
-        decode: false (the default) returns raw ``bytes`` fields; ``True`` decodes every
-            known field, a list of field names only those (see
+        decode: ``False`` (the default) returns raw ``bytes`` fields; ``True`` decodes
+            every known field, a list of field names only those, a
+            :class:`~feedline.webdataset.DecodeOptions` sets fields and image mode (see
             :mod:`feedline.formats.webdataset.decode`).
-        image_mode: ``"RGB"`` (the default) or ``"L"``, for decoded image fields.
         storage_options: passed to fsspec for URLs.
+
+    Deprecated:
+        ``image_mode=`` is ``decode=DecodeOptions(image_mode=...)``; it still works for
+        one release with a ``DeprecationWarning``.
 
     >>> import os, tempfile
     >>> from feedline.formats.webdataset.writer import ShardWriter
@@ -237,14 +243,14 @@ class IndexedTarShards(RandomAccessDataset):
     (4, 's3', 3, b'text 3')
     """
 
-    def __init__(self, shards: Sequence[str | os.PathLike], *, decode: Any = False,
-                 image_mode: str = "RGB", storage_options: dict | None = None) -> None:
+    def __init__(self, shards: Sequence[str | os.PathLike], *,
+                 decode: bool | Sequence[str] | DecodeOptions = False,
+                 storage_options: dict | None = None, image_mode: str = OLD) -> None:
         super().__init__()
         self._shards = [os.fspath(s) for s in shards]
         if not self._shards:
             raise ValueError("`shards` must name at least one shard, got none")
-        self._decode = decode
-        self._image_mode = image_mode
+        self._decode = decode_options(decode, image_mode)
         self._so = storage_options
         self._ranges: list[tuple[np.ndarray, np.ndarray]] = []
         self._starts = [0]
@@ -293,11 +299,8 @@ class IndexedTarShards(RandomAccessDataset):
                                      f"(found {len(got)}); rebuild the index",
                                      path=self._shards[i], index=local, offset=begin)
         sample = got[0]
-        if self._decode:
-            from feedline.formats.webdataset.decode import decode_sample
-
-            fields = None if self._decode is True else self._decode
-            sample = decode_sample(sample, fields=fields, image_mode=self._image_mode)
+        if self._decode is not None:
+            sample = self._decode.apply(sample)
         return sample
 
     def __getstate__(self) -> dict:  # reopen files in worker processes

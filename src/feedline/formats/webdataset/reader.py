@@ -15,8 +15,9 @@ tar members (see :mod:`feedline.formats.webdataset._tarscan`) — from a list of
 * ``shuffle_shards=True`` permutes the whole shard list each epoch (seeded by ``seed``
   and the epoch number, identical on every rank) before it is cut into parts; chain
   ``.shuffle(buffer_size)`` for a sample-level buffer shuffle;
-* ``decode``: ``False`` (bytes), ``True`` (every known extension) or a list of
-  extensions (see :mod:`feedline.formats.webdataset.decode`);
+* ``decode``: ``False`` (bytes), ``True`` (every known extension), a list of field
+  names, or a :class:`~feedline.formats.webdataset.decode.DecodeOptions` (fields and
+  image mode; see :mod:`feedline.formats.webdataset.decode`);
 * gzip-compressed shards (``.tar.gz``, ``.tgz``) are recognised by their bytes and
   read through :mod:`gzip` (resuming one decompresses it again up to the offset);
 * ``on_error``: damaged tar data (a header that fails validation, a truncated member,
@@ -53,13 +54,13 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from feedline._internal.on_error import check_on_error
+from feedline._internal.option_groups import OLD
 from feedline._internal.validate import (
     non_negative_int,
-    one_of,
     optional_positive_int,
     positive_int,
 )
@@ -67,6 +68,7 @@ from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError
 from feedline.formats.webdataset._tarscan import SampleScan, samples
+from feedline.formats.webdataset.decode import DecodeOptions, decode_options
 from feedline.storage.fs import is_remote, open_file, strip_file_scheme
 
 __all__ = ["expand_urls", "read", "TarShards", "TarShardsIterator", "MAX_EXPANDED",
@@ -257,7 +259,22 @@ class _GzipOwning:
 
 class TarShards(Dataset):
     """The samples of this part's tar shards; built by :func:`read` (see the module
-    docstring for every option).
+    docstring), which checks the options.
+
+    Args:
+        shards: every shard's path or URL, in order (before shuffling and cutting).
+        part: which part of the shard list this dataset reads (``0 <= part < parts``).
+        parts: how many parts the shard list is cut into: part ``p`` reads
+            ``order[p::parts]`` of each epoch's order.
+        shuffle_shards: permute the whole shard list each epoch, seeded by ``seed`` and
+            the epoch number (identical on every part), before cutting it.
+        seed: the seed of that permutation (``None``: 0).
+        decode: how samples are decoded (``None``: not at all, fields stay ``bytes``).
+        on_error: ``"raise"``, ``"skip"`` or ``"warn"`` for damaged tar data.
+        storage_options: passed to fsspec for a URL.
+        cache: a :class:`~feedline.storage.cache.ShardCache` remote shards are copied
+            into and read from, or ``None``.
+        read_ahead: fetch the next remote shard into ``cache`` while this one is read.
 
     >>> import os, tempfile
     >>> from feedline.formats.webdataset.writer import ShardWriter
@@ -272,13 +289,13 @@ class TarShards(Dataset):
     """
 
     def __init__(self, shards: list[str], *, part: int, parts: int, shuffle_shards: bool,
-                 seed: int | None, decode: Any, image_mode: str, on_error: str,
+                 seed: int | None, decode: DecodeOptions | None, on_error: str,
                  storage_options: dict | None, cache: Any, read_ahead: bool) -> None:
         super().__init__()
         self.shards = shards
         self.part, self.parts = part, parts
         self.shuffle_shards, self.seed = shuffle_shards, seed
-        self.decode, self.image_mode = decode, image_mode
+        self.decode = decode
         self.on_error = on_error
         self.storage_options = storage_options
         self.shard_cache, self.read_ahead = cache, read_ahead  # a ShardCache or None
@@ -441,11 +458,8 @@ class TarShardsIterator(DatasetIterator[dict]):
             except BaseException:
                 self._finish()
                 raise
-            if ds.decode:
-                from feedline.formats.webdataset.decode import decode_sample
-
-                fields = None if ds.decode is True else ds.decode
-                sample = decode_sample(sample, fields=fields, image_mode=ds.image_mode)
+            if ds.decode is not None:
+                sample = ds.decode.apply(sample)
             return sample
 
     # --------------------------------------------------------------- state
@@ -490,12 +504,46 @@ class TarShardsIterator(DatasetIterator[dict]):
 
 def read(urls: Any, *, rank: int | None = None, world_size: int | None = None,
          worker: int = 0, num_workers: int = 1, shuffle_shards: bool = False,
-         seed: int | None = None, decode: Any = False, image_mode: str = "RGB",
+         seed: int | None = None, decode: bool | Sequence[str] | DecodeOptions = False,
          on_error: str = "raise", storage_options: dict | None = None,
          cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
-         read_ahead: bool | None = None) -> TarShards:
+         read_ahead: bool | None = None, image_mode: str = OLD) -> TarShards:
     """The samples of WebDataset tar shards as a :class:`~feedline.Dataset`; see the
-    module docstring. ``rank``/``world_size`` default as in :func:`feedline.split`.
+    module docstring.
+
+    Args:
+        urls: a path or URL with brace ranges (``"train-{000000..000099}.tar"``), a glob,
+            a directory, or a list of these (see :func:`expand_urls`); naming no shard is
+            a ``ValueError``.
+        rank: this process's rank (``None``: as :func:`feedline.split` finds it, from
+            ``torch.distributed`` or the environment, else 0).
+        world_size: the number of ranks (``None``: found as ``rank`` is).
+        worker: this data-loading worker's index within the rank (``0 <= worker <
+            num_workers``).
+        num_workers: data-loading workers per rank: part ``rank * num_workers + worker``
+            of ``world_size * num_workers`` reads every that-many-th shard.
+        shuffle_shards: permute the whole shard list each epoch (seeded by ``seed`` and
+            the epoch, identical on every rank) before cutting it into parts.
+        seed: the seed of that permutation (``None``: 0).
+        decode: ``False`` (fields stay ``bytes``), ``True`` (every field of a known
+            extension), a list of field names to decode, or a
+            :class:`~feedline.webdataset.DecodeOptions` (fields and image mode).
+        on_error: damaged tar data raises
+            :class:`~feedline.exceptions.CorruptRecordError` naming shard, sample index and
+            byte offset (``"raise"``), or is left out and counted in the iterator's
+            ``skipped`` (``"skip"``; ``"warn"`` also logs it).
+        storage_options: passed to fsspec for URLs (``s3://`` credentials, endpoint).
+        cache_dir: copy remote shards into this local folder (a
+            :class:`~feedline.storage.cache.ShardCache`) and read them from there.
+        cache_limit: the most bytes the cache keeps (least recently used shards are
+            evicted; ``None``: no limit); needs ``cache_dir``.
+        read_ahead: fetch the next remote shard into the cache in a background thread
+            while the current one is read (``None``: on when ``cache_dir`` is given);
+            ``True`` needs ``cache_dir``.
+
+    Deprecated:
+        ``image_mode=`` is ``decode=DecodeOptions(image_mode=...)``; it still works for
+        one release with a ``DeprecationWarning``.
 
     >>> import os, tempfile
     >>> from feedline.formats.webdataset.writer import ShardWriter
@@ -508,6 +556,8 @@ def read(urls: Any, *, rank: int | None = None, world_size: int | None = None,
     [('s0', 0), ('s1', 1), ('s2', 2), ('s3', 3)]
     >>> [s["__key__"] for s in read(urls, rank=1, world_size=2)]      # rank 1 of 2: the second shard
     ['s2', 's3']
+    >>> [s["cls"] for s in read(urls, decode=DecodeOptions(fields=["cls"]))]
+    [0, 1, 2, 3]
     """
     from feedline.io.split import resolve_rank_world
 
@@ -517,10 +567,7 @@ def read(urls: Any, *, rank: int | None = None, world_size: int | None = None,
     if worker >= num_workers:
         raise ValueError(f"`worker` must be below num_workers={num_workers}, got {worker}")
     check_on_error(on_error)
-    one_of("image_mode", image_mode, ("RGB", "L"))
-    if not (isinstance(decode, bool) or (isinstance(decode, (list, tuple, set, frozenset))
-                                         and all(isinstance(x, str) for x in decode))):
-        raise TypeError(f"`decode` must be a bool or a list of extensions, got {decode!r}")
+    decoding = decode_options(decode, image_mode)
     optional_positive_int("cache_limit", cache_limit)
     if cache_limit is not None and cache_dir is None:
         raise ValueError("`cache_limit` needs `cache_dir`")
@@ -537,6 +584,6 @@ def read(urls: Any, *, rank: int | None = None, world_size: int | None = None,
     elif read_ahead and cache is None:
         raise ValueError("`read_ahead` fetches the next shard into the cache: it needs `cache_dir`")
     return TarShards(shards, part=rank * num_workers + worker, parts=world_size * num_workers,
-                     shuffle_shards=bool(shuffle_shards), seed=seed, decode=decode,
-                     image_mode=image_mode, on_error=on_error, storage_options=storage_options,
+                     shuffle_shards=bool(shuffle_shards), seed=seed, decode=decoding,
+                     on_error=on_error, storage_options=storage_options,
                      cache=cache, read_ahead=bool(read_ahead))
