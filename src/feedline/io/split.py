@@ -129,8 +129,9 @@ def split(
             random-access dataset with equal counts per part; ``"bytes"`` gives a
             :class:`ByteRangeSplit` (MXNet's InputSplit). Another value raises
             ``ValueError``.
-        policy: how index-mode parts of unequal size are evened out: ``"pad"`` (the
-            default), ``"drop_remainder"`` or ``"none"``, as in :meth:`Dataset.shard`.
+        policy: how the parts of a random-access dataset (or of files in index mode)
+            are evened out: ``"pad"`` (the default), ``"drop_remainder"`` or ``"none"``,
+            as in :meth:`Dataset.shard`.
         format: for files only. ``"auto"`` (the default): in bytes mode ``"text"`` when
             every name ends in ``.txt`` or ``.csv``, else ``"recordio"``; in index mode
             WebDataset shards when every name ends in ``.tar``, else each file's format
