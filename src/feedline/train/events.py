@@ -87,7 +87,7 @@ class EndIteration(Event):
         cost: the batch's mean cost (global under data parallel).
         metrics: ``{name: value}`` of the batch, e.g. ``accuracy`` (global under data
             parallel).
-        batch_size: samples in the batch (all ranks' together under data parallel).
+        batch_size: samples in the batch (this rank's part under data parallel).
 
     >>> e = EndIteration(pass_id=1, batch_id=3, cost=0.25, metrics={"accuracy": 0.9}, batch_size=32)
     >>> e.cost, e.metrics["accuracy"], e.batch_size

@@ -119,12 +119,13 @@ __all__ = ["DataProvider", "ProviderSettings", "as_dataset", "provider_dataset"]
 class ProviderSettings:
     """The ``settings`` object a data provider function receives (PaddlePaddle's
     PyDataProvider2 ``settings``): ``input_types``, ``is_train``, ``logger`` (this
-    module's logger), plus any further keyword arguments (those of
-    ``@net.provider(...)``) as attributes.
+    module's logger), plus the keyword arguments of ``@net.provider(...)`` as
+    attributes.
 
     Args:
         input_types: ``{name: type}`` of the network's inputs, or ``None``.
         is_train: true for training data, false for test data (stored as a bool).
+        **kwargs: further attributes (``@net.provider(...)``'s keyword arguments).
 
     >>> ProviderSettings(is_train=False, dictionary={"a": 0}).dictionary
     {'a': 0}
