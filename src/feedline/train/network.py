@@ -496,7 +496,8 @@ def network(
             a label; any other label type needs it given (else ``ValueError``), and a
             str cost needs a label.
         metrics: ``{name: fn(output, label)}`` returning the batch's mean value; passes
-            report sample-weighted means. ``None``: none besides ``"accuracy"``.
+            report sample-weighted means. ``None``: none (``"classification"`` still
+            adds ``"accuracy"``).
         learning_rate: the optimizer's learning rate, a number > 0 (else
             ``ValueError``).
         learning_method: :class:`SGD`, :class:`Momentum` or :class:`AdamOptimizer`;
