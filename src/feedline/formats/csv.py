@@ -678,16 +678,46 @@ class CSVReader(DatasetIterator[Any]):
         with many bad lines costs about two decodes per line.
         """
         self._read_header()
+        parts: list[tuple[list[np.ndarray], Sequence[tuple[int, int, int, int]]]] = []
+        count = 0
+        got: tuple[list[np.ndarray], Sequence[tuple[int, int, int, int]]] | None
+        while count < n:  # a block that ends early: the reference reads on to n records
+            try:
+                got = self._whole_chunk(n - count)
+                whole = got is not None
+                if got is None:
+                    got = self._chunk_records(n - count)
+            except DataError:
+                if not parts:
+                    raise
+                break  # raised again by the next call (the state points at its record)
+            if got is None:
+                break
+            parts.append(got)
+            count += len(got[1])
+            if not whole:  # the reference way reads its window of records itself
+                break
+        if len(parts) < 2:
+            return parts[0] if parts else None
+        return ([np.concatenate(column) for column in zip(*(p[0] for p in parts))],
+                [a for p in parts for a in p[1]])
+
+    def _whole_chunk(self, n: int) -> tuple[list[np.ndarray], _After] | None:
+        """Up to ``n`` records of one block decoded whole (pyarrow or numpy), or ``None``
+        where the next records need the reference way."""
         got = self._arrow_chunk(n)
-        if got is not None:
-            return got
-        if self._whole_chunks:
+        if got is None and self._whole_chunks:
             lines, starts, first = self._lines.peek_lines(n)
             columns = _fast_decode(lines, self._cols, self._delim, self._quote, self._na,
                                    self._select) if lines else None
             if columns is not None:
                 self._lines.skip_lines(len(lines))
-                return columns, _After(starts, first, self._skipped)
+                got = columns, _After(starts, first, self._skipped)
+        return got
+
+    def _chunk_records(self, n: int) -> tuple[list[np.ndarray],
+                                              Sequence[tuple[int, int, int, int]]] | None:
+        """:meth:`_chunk` the reference way: record by record."""
         recs: list[bytes] = []
         where: list[tuple[int, int]] = []
         after: list[tuple[int, int, int, int]] = []  # offset, line, skips before, first line
