@@ -21,7 +21,11 @@ from test_docs_inventory import _foreign, public_modules
 
 #: parameters that are deprecated spellings, accepted for one release (a parameter counts as
 #: one only when its default is the "not given" marker ``UNSET`` as well)
-DEPRECATED = {"workers", "drop_last_deprecated"}
+DEPRECATED = {"workers", "drop_last_deprecated",
+              # flat keywords that option groups replaced (feedline._internal.option_groups)
+              "buffer_size", "max_skips", "replacement", "timeout", "ray_options", "resize",
+              "center_crop", "encoding", "quality", "color", "pass_through", "restart_markers",
+              "pack_label", "exts", "allow_outside_root", "image_mode"}
 
 _SECTION = re.compile(r"^(\s*)(Args|Arguments|Parameters):\s*$", re.M)
 

@@ -31,12 +31,15 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from feedline._internal.validate import UNSET
+
 __all__ = ["OLD", "regroup", "check_group"]
 
 G = TypeVar("G")
 
-#: default of a deprecated flat keyword that an option group replaced ("not passed")
-OLD: Any = type("Old", (), {"__repr__": lambda self: "<not passed>"})()
+#: default of a deprecated flat keyword that an option group replaced ("not passed"):
+#: the library's one "not given" marker, :data:`~feedline._internal.validate.UNSET`
+OLD: Any = UNSET
 
 
 def _default(field: dataclasses.Field) -> Any:

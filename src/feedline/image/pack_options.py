@@ -27,7 +27,7 @@ from typing import Any
 from feedline._internal.validate import check_bool, one_of, optional_positive_int
 from feedline.image.listfile import IMAGE_EXTENSIONS
 
-__all__ = ["EncodeOptions", "SourceOptions", "ENCODINGS", "check_quality"]
+__all__ = ["EncodeOptions", "SourceOptions"]
 
 #: Encodings ``pack_images`` can re-encode to.
 ENCODINGS = (".jpg", ".png")

@@ -450,6 +450,15 @@ class ImageRecordIterConfig:
     :meth:`validate` checks them (messages name the option) and resolves ``"auto"``
     choices. The module docstring gives each option's semantics.
 
+    The fields stay flat on purpose, unlike the option groups elsewhere in feedline
+    (:class:`~feedline.ErrorOptions`, :class:`~feedline.image.EncodeOptions`): this is
+    the MXNet face, whose users pass ``mx.io.ImageRecordIter``'s keywords unchanged, so
+    each field is exactly one of MXNet's keywords (``ImageRecordIter(**kwargs)`` fills it
+    one to one), and :meth:`validate`'s checks span what groups would split
+    (``rand_crop`` with the random-area bounds, ``mean_r`` with ``mean_img``,
+    ``on_error`` with ``max_skips``). Groups would only add a second spelling of the
+    same options.
+
     >>> cfg = ImageRecordIterConfig(path_imgrec="a.rec", data_shape=(3, 8, 8), batch_size=2)
     >>> cfg.validate().backend, cfg.round_batch
     ('thread', True)
