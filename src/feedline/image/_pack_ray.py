@@ -80,10 +80,11 @@ def _where() -> dict[str, Any]:
     return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
 
 
-def _replace_whole(path: str, fill: Callable[[str], Any]) -> Any:
-    """``fill(tmp)`` writes a file of this attempt's own; it is then renamed to ``path``
-    (a rerun of a lost task replaces it with the same bytes)."""
-    tmp = f"{path}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+def _replace_whole(path: str, fill: Callable[[str], Any], scratch: str) -> Any:
+    """``fill(tmp)`` writes a file of this attempt's own in the folder ``scratch``; it is
+    then renamed to ``path`` (a rerun of a lost task replaces it with the same bytes; what
+    a lost attempt left in ``scratch`` goes with the folder)."""
+    tmp = os.path.join(scratch, f"{os.path.basename(path)}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         out = fill(tmp)
         os.replace(tmp, path)
@@ -110,7 +111,7 @@ def _encode_chunk(encode: Callable, items: list, start: int, num_shards: int, fm
                 continue
             lanes[(sum(map(len, lanes))) % num_shards].append((item.index, record))
         position = None
-        spans = _replace_whole(path, lambda tmp: _write_lanes(tmp, lanes, fmt))
+        spans = _replace_whole(path, lambda tmp: _write_lanes(tmp, lanes, fmt), os.path.dirname(path))
         return {"lanes": spans, "skipped": skipped, "by": _where()}
     except Exception as exc:  # noqa: BLE001 - reported to the caller at its position
         return {"error": pack_exception(exc, phase="packing", worker=0), "position": position}
@@ -140,7 +141,7 @@ def _write_lanes(path: str, lanes: list[list[tuple[int, bytes]]], fmt: str) -> l
 
 
 def _assemble_shard(parts: list[tuple[str, int, int, list[int], list[int]]], records: str,
-                    index: str | None) -> dict[str, Any]:
+                    index: str | None, scratch: str) -> dict[str, Any]:
     """Round 2: concatenate the lanes ``parts`` (fragment, start, size, keys, offsets)
     into the shard file ``records`` and, for RecordIO, its ``.idx`` ``index``."""
     try:
@@ -155,9 +156,9 @@ def _assemble_shard(parts: list[tuple[str, int, int, list[int], list[int]]], rec
                         _copy(f, out, size, fragment)
             return lines
 
-        lines = _replace_whole(records, fill_records)
+        lines = _replace_whole(records, fill_records, scratch)
         if index is not None:
-            _replace_whole(index, lambda tmp: _write_text(tmp, "".join(lines)))
+            _replace_whole(index, lambda tmp: _write_text(tmp, "".join(lines)), scratch)
         return {"count": sum(len(keys) for _, _, _, keys, _ in parts),
                 "size": os.path.getsize(records), "by": _where()}
     except Exception as exc:  # noqa: BLE001 - reported to the caller
@@ -293,7 +294,8 @@ def pack_with_tasks(order: Sequence, encode: Callable, writer: Any, *, format: s
             written += sum(len(lane[2]) for lane in chunk["lanes"])
             skipped += [(index, path, reason) for _, index, path, reason in chunk["skipped"]]
         shards = tasks.run(_assemble_shard, [
-            (shard_parts[s], records, index) for s, (records, index) in enumerate(temporaries)],
+            (shard_parts[s], records, index, parts_dir)
+            for s, (records, index) in enumerate(temporaries)],
             lambda number, result: None)
         for s, shard in enumerate(shards):
             _log("wrote shard %d", s, shard)
