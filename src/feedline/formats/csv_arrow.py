@@ -79,12 +79,22 @@ def available() -> bool:
 class ArrowDecoder:
     """Decodes whole blocks of CSV lines with pyarrow, for one column layout.
 
-    ``cols`` are the reader's columns (objects with ``dtype``, one of ``"int32"``,
-    ``"int64"``, ``"float32"``, ``"float64"``, ``"string"``, and ``default``, ``None``
-    when required), ``select`` the file columns they come from (``None``: all, in
-    order). Build it with :meth:`create`, which answers ``None`` where pyarrow is
-    missing or an option has no exact pyarrow equivalent (a delimiter or ``na_value``
-    that is not ASCII).
+    Build it with :meth:`create`, which answers ``None`` where pyarrow is missing or an
+    option has no exact pyarrow equivalent (a delimiter or ``na_value`` that is not
+    ASCII); the constructor expects pyarrow imported (:func:`available`).
+
+    Args:
+        cols: the reader's columns: objects with ``dtype`` (one of ``"int32"``,
+            ``"int64"``, ``"float32"``, ``"float64"``, ``"string"``) and ``default``
+            (``None`` when the column is required).
+        delim: the field delimiter, one ASCII byte.
+        quote: the reader's ``use_quote_delim``: when true, a block holding a ``"`` is
+            declined (pyarrow itself never reads quotes).
+        na: the reader's ``na_value`` as ASCII bytes; a field equal to it or empty takes
+            the column default.
+        select: the file columns ``cols`` come from; ``None``: all, in order (a record
+            must then have exactly one field per column).
+        threads: true (the default) lets pyarrow parse a block with several threads.
     """
 
     def __init__(self, cols: Sequence[Any], delim: bytes, quote: bool, na: bytes,
@@ -114,7 +124,15 @@ class ArrowDecoder:
     @classmethod
     def create(cls, cols: Sequence[Any], delim: bytes, quote: bool, na: bytes,
                select: Sequence[int] | None) -> ArrowDecoder | None:
-        """A decoder, or ``None`` where this engine cannot run (see the class)."""
+        """A decoder, or ``None`` where this engine cannot run (see the class).
+
+        Args:
+            cols: the reader's columns, as the class takes them.
+            delim: the field delimiter; not ASCII: ``None``.
+            quote: the reader's ``use_quote_delim``.
+            na: the reader's ``na_value`` as bytes; not ASCII: ``None``.
+            select: the file columns ``cols`` come from, or ``None`` for all.
+        """
         if not available() or not delim.isascii() or not na.isascii():
             return None
         return cls(cols, delim, quote, na, select)
@@ -141,7 +159,14 @@ class ArrowDecoder:
     def decode(self, raw: Any, lines: int) -> list[np.ndarray] | None:
         """The columns of the ``lines`` whole lines ``raw``, exactly as the reference
         decodes them, or ``None`` where the reference must decode them (see the module
-        docstring)."""
+        docstring).
+
+        Args:
+            raw: the block's bytes (``bytes``, or a ``memoryview`` from the start of a
+                ``bytes``/``bytearray``): whole lines with their line endings.
+            lines: how many lines ``raw`` holds; pyarrow must find exactly as many rows
+                (else ``None``: an empty line was skipped).
+        """
         if self._declines(raw):
             return None
         pa, pacsv = _ARROW["pa"], _ARROW["csv"]
