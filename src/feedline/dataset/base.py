@@ -698,14 +698,17 @@ class Dataset(Generic[T]):
 
     def prefetch(self, buffer_size: int | str = 2, *, process: bool = False,
                  start_method: str | None = None, transport: str | None = None,
-                 nice: int = 0, timeout: float | None = None) -> Dataset[T]:
+                 nice: int = 0, timeout: float | None = None, backend: str | None = None,
+                 ray_options: dict[str, Any] | None = None) -> Dataset[T]:
         """Produce up to ``buffer_size`` items ahead in a background thread (``"auto"``
         sizes the buffer by measuring). Order, errors and state are those of the
         pipeline without it; the thread stops with its iterator.
 
         ``process=True`` runs the whole pipeline before this stage in a background
         process instead, so the consumer shares neither its interpreter lock nor its
-        CPU time with it (see :mod:`feedline.dataset.process_prefetch`).
+        CPU time with it (see :mod:`feedline.dataset.process_prefetch`);
+        ``backend="ray"`` runs it in one Ray actor on the cluster ``ray.init()`` or
+        ``RAY_ADDRESS`` names, with the same order, errors, state and ``timeout``.
 
         Args:
             buffer_size: items produced ahead (a positive int), or ``"auto"`` (sized by
@@ -716,8 +719,15 @@ class Dataset(Generic[T]):
             transport: with ``process=True``: ``"auto"``, ``"shm"`` or ``"pipe"``.
             nice: with ``process=True``: lower the process's CPU priority (and its
                 workers') by 0 to 19.
-            timeout: with ``process=True``: seconds it may spend on one item before
-                :class:`~feedline.exceptions.StageTimeoutError`.
+            timeout: with ``process=True`` or ``backend="ray"``: seconds it may spend
+                on one item before :class:`~feedline.exceptions.StageTimeoutError` (on
+                Ray, :class:`~feedline.exceptions.ClusterUnavailableError` when the
+                cluster is gone).
+            backend: where the items are produced: ``"thread"`` (the default),
+                ``"process"`` (the same as ``process=True``) or ``"ray"``, as ``map``'s
+                ``backend``.
+            ray_options: with ``backend="ray"``: ``num_cpus`` and ``resources`` of
+                the actor, as for ``map(..., backend="ray")``.
 
         >>> Dataset.range(5).map(lambda x: x + 1).prefetch(2).to_list()
         [1, 2, 3, 4, 5]
@@ -726,20 +736,26 @@ class Dataset(Generic[T]):
         [[0, 1], [2, 3]]
         >>> ds.close()
         """
-        from feedline._internal.validate import check_bool
+        from feedline._internal.validate import check_bool, one_of
 
-        if not check_bool("process", process):
+        if check_bool("process", process):
+            if backend not in (None, "process"):
+                raise ValueError(f"`process=True` is backend='process', got backend={backend!r} too")
+            backend = "process"
+        backend = one_of("backend", backend or "thread", ("thread", "process", "ray"))
+        if backend == "thread":
             if (start_method is not None or transport is not None or nice != 0
-                    or timeout is not None):
-                raise ValueError(
-                    "`start_method`, `transport`, `nice` and `timeout` need process=True")
+                    or timeout is not None or ray_options is not None):
+                raise ValueError("`start_method`, `transport`, `nice` and `timeout` need "
+                                 "process=True (`timeout`, `ray_options`: or backend='ray')")
             from feedline.dataset.prefetch import PrefetchDataset
 
             return PrefetchDataset(self, buffer_size)
         from feedline.dataset.process_prefetch import ProcessPrefetchDataset
 
         return ProcessPrefetchDataset(self, buffer_size, start_method=start_method,
-                                      transport=transport, nice=nice, timeout=timeout)
+                                      transport=transport, nice=nice, timeout=timeout,
+                                      backend=backend, ray_options=ray_options)
 
     def concat(self, *others: Dataset) -> Dataset:
         """This dataset's items, then each of ``others``' items, in order.

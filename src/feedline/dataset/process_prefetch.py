@@ -41,6 +41,28 @@ Python work with the input pipeline, which is what a small, fast training step n
 * **Statistics** of the stages inside stay in the background process: a report made
   in the consumer has one row for this stage.
 
+**On a Ray cluster** (``prefetch(n, backend="ray")``): the pipeline before the stage
+runs in one Ray actor instead of a local process
+(:class:`~feedline.runtime.ray_executor.RayActorExecutor`, the Ray executor of
+``map(..., backend="ray")`` with one slot), on the cluster that ``ray.init()`` or
+``RAY_ADDRESS`` names; everything above holds — order, errors at their item with the
+actor's traceback, ``get_state()`` taken in the actor so that a state resumes exactly
+(on either backend: the states are the same), ``timeout`` — except what is about local
+processes: finished items come back through Ray's object store (not shared memory), and
+``start_method``, ``transport`` and ``nice`` do not apply. ``ray_options`` places the
+actor as map's Ray stage places its tasks: ``num_cpus`` (held by the actor while it
+lives, default 1) and ``resources`` (custom resources, such as ``{"prep": 1}`` for the
+nodes started with ``ray start --resources='{"prep": 8}'``). The pipeline must pickle
+with cloudpickle (its files reopen in the actor, so they must be on a file system that
+node sees). With ``timeout=seconds``, the cluster gone raises
+:class:`~feedline.exceptions.ClusterUnavailableError` naming the stage within about
+``timeout`` (else :class:`~feedline.exceptions.StageTimeoutError`); the actor lost with
+its node raises :class:`~feedline.exceptions.WorkerDiedError` (it is not restarted: its
+pipeline's position went with it; resume from the last ``get_state()``). Worth it when
+the pipeline's work should leave the trainer's machine whole (one actor, so at most one
+core's worth of Python, plus the worker stages it starts on its node); to spread one
+stage's work over many nodes, use ``map(..., backend="ray")``.
+
 >>> from feedline import Dataset
 >>> ds = Dataset.range(6).map(lambda x: x * 10).batch(2).prefetch(2, process=True)
 >>> ds.to_list()
@@ -63,6 +85,7 @@ from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import PipelineError, StageTimeoutError, StateError
 from feedline.runtime import autotune
+from feedline.runtime.ray_executor import RayActorExecutor, check_ray_options
 from feedline.runtime.workers import (
     CANCELLED,
     END,
@@ -199,6 +222,10 @@ class ProcessPrefetchDataset(Dataset):
         timeout: seconds the process may spend on one item before
             :class:`~feedline.exceptions.StageTimeoutError` (a positive number or
             ``None``).
+        backend: ``"process"`` (a local background process) or ``"ray"`` (one Ray
+            actor; see the module docstring).
+        ray_options: with ``backend="ray"``: ``{"num_cpus": n, "resources": {...}}``
+            for the actor (``None``: one CPU).
 
     >>> ds = Dataset.range(4).prefetch(2, process=True)   # a background process
     >>> type(ds).__name__, ds.to_list()
@@ -208,10 +235,13 @@ class ProcessPrefetchDataset(Dataset):
 
     def __init__(self, parent: Dataset, buffer_size: int | str, *,
                  start_method: str | None = None, transport: str | None = None,
-                 nice: int = 0, timeout: float | None = None) -> None:
+                 nice: int = 0, timeout: float | None = None, backend: str = "process",
+                 ray_options: dict[str, Any] | None = None) -> None:
         super().__init__()
         if not isinstance(parent, Dataset):
             raise TypeError(f"`parent` must be a Dataset, got {type(parent).__name__}")
+        self.backend = one_of("backend", backend, ("process", "ray"))
+        self.ray_options = _ray_options(backend, ray_options, start_method, transport, nice)
         self._parents = (parent,)
         self.buffer_size: int | str = (
             "auto" if buffer_size == "auto" else positive_int("buffer_size", buffer_size))
@@ -230,7 +260,8 @@ class ProcessPrefetchDataset(Dataset):
     @property
     def name(self) -> str:
         size = "'auto'" if self.buffer_size == "auto" else self.buffer_size
-        return f"prefetch({size}, process=True)"
+        where = "backend='ray'" if self.backend == "ray" else "process=True"
+        return f"prefetch({size}, {where})"
 
     def with_parent(self, parent: Dataset) -> ProcessPrefetchDataset:
         """The same stage (same options, a process of its own) over ``parent``.
@@ -244,7 +275,8 @@ class ProcessPrefetchDataset(Dataset):
         """
         return ProcessPrefetchDataset(parent, self.buffer_size, start_method=self.start_method,
                                       transport=self.transport, nice=self.nice,
-                                      timeout=self.timeout)
+                                      timeout=self.timeout, backend=self.backend,
+                                      ray_options=self.ray_options)
 
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
         return _ProcessPrefetchIterator(self._holder, ctx.epoch, self.buffer_size, self.name)
@@ -273,7 +305,29 @@ class _Carry:
         self.generation = generation
 
 
-class _ProcessHolder(PoolKeeper[WorkerPool]):
+def _ray_options(backend: str, options: dict[str, Any] | None, start_method: str | None,
+                 transport: str | None, nice: int) -> dict[str, Any] | None:
+    """``ray_options`` checked against ``backend`` (and the process-only options)."""
+    if backend != "ray":
+        if options is not None:
+            raise ValueError("`ray_options` needs backend='ray'")
+        return None
+    if start_method is not None or transport is not None or nice != 0:
+        raise ValueError("`start_method`, `transport` and `nice` are for a local process, "
+                         "not backend='ray'")
+    options = dict(options or {})
+    check_ray_options(options)
+    other = sorted(set(options) - {"num_cpus", "resources"})
+    if other:
+        raise ValueError(f"`ray_options` of prefetch(backend='ray') takes num_cpus and "
+                         f"resources (they place its one actor), got {other}")
+    return options
+
+
+_Pool = WorkerPool | RayActorExecutor  # the background process, or the Ray actor
+
+
+class _ProcessHolder(PoolKeeper[_Pool]):
     """Keeps the stage's idle process (and what it read into the next epoch) and hands it
     to one iterator at a time (a second, concurrent iterator gets one of its own,
     stopped when it is handed back)."""
@@ -285,6 +339,7 @@ class _ProcessHolder(PoolKeeper[WorkerPool]):
         self._start_method = ds.start_method
         self._transport = ds.transport
         self._nice = ds.nice
+        self._ray_options = ds.ray_options
         self.timeout = ds.timeout
         size = ds.buffer_size
         self.auto = size == "auto"
@@ -294,7 +349,7 @@ class _ProcessHolder(PoolKeeper[WorkerPool]):
         self.item_s: float | None = None
         self.item_bytes: float | None = None
 
-    def acquire(self, epoch: int, fresh: bool) -> tuple[WorkerPool, _Carry | None]:
+    def acquire(self, epoch: int, fresh: bool) -> tuple[_Pool, _Carry | None]:
         """A process for iteration ``epoch`` and, when it already reads that epoch from
         its start (and ``fresh``: the iteration starts there), what it read so far."""
         pool, carry = self.take_idle()
@@ -305,7 +360,11 @@ class _ProcessHolder(PoolKeeper[WorkerPool]):
         pool = self.lend(pool, self._make, drain_timeout=_DRAIN_TIMEOUT)
         return pool, None
 
-    def _make(self) -> WorkerPool:
+    def _make(self) -> _Pool:
+        if self._ray_options is not None:
+            return RayActorExecutor(_same, _Cursor(self._parent, self._name), stage=self._name,
+                                    timeout=self.timeout, depth=self._depth,
+                                    **self._ray_options)
         return WorkerPool(_same, _Cursor(self._parent, self._name), workers=1,
                           stage=self._name, start_method=self._start_method,
                           transport=self._transport, depth=self._depth, nested=True,
@@ -319,7 +378,7 @@ class _ProcessPrefetchIterator(DatasetIterator):
         self._holder = holder
         self._epoch = epoch
         self._name = name
-        self._pool: WorkerPool | None = None
+        self._pool: _Pool | None = None
         self._gen = 0
         self._chunk = 1
         self._size = size
@@ -385,7 +444,7 @@ class _ProcessPrefetchIterator(DatasetIterator):
             bytes_cap=_AUTO_MAX_BYTES, max_items=_AUTO_MAX_ITEMS)
 
     # ------------------------------------------------------------------ iteration
-    def _fill(self, pool: WorkerPool) -> None:
+    def _fill(self, pool: _Pool) -> None:
         # items asked for and not yet handed out (in flight or ready) stay within the buffer
         room = None if self._holder.auto else int(self._size) + self._next_yield - self._chunk
         while self._end is None and len(pool.outstanding(0)) < pool.depth and (
@@ -394,7 +453,7 @@ class _ProcessPrefetchIterator(DatasetIterator):
             self._next_send = start + self._chunk
             pool.submit(0, self._gen, 0, list(range(start, self._next_send)), None)
 
-    def _check_pool(self) -> WorkerPool:
+    def _check_pool(self) -> _Pool:
         pool = self._pool
         if pool is None or pool.broken is not None:
             reason = "the dataset was closed" if pool is None else pool.broken
@@ -407,7 +466,7 @@ class _ProcessPrefetchIterator(DatasetIterator):
         if ends and (self._end is None or min(ends) < self._end):
             self._end = min(ends)
 
-    def _wait(self, pool: WorkerPool) -> None:
+    def _wait(self, pool: _Pool) -> None:
         t0 = time.perf_counter()
         try:
             timeout = self._holder.timeout
@@ -429,14 +488,17 @@ class _ProcessPrefetchIterator(DatasetIterator):
         finally:
             self.wait_seconds += time.perf_counter() - t0
 
-    def _check_timeout(self, pool: WorkerPool, timeout: float) -> None:
+    def _check_timeout(self, pool: _Pool, timeout: float) -> None:
         progress = pool.progress(0)  # the position the process is on, and since when
         if progress is not None and time.monotonic() - progress[1] > timeout:
             item = progress[0] - self._base
             # stuck inside the pipeline: the process is terminated when handed back
+            error = (pool.timeout_error(self._name, item, timeout)  # the cluster gone?
+                     if isinstance(pool, RayActorExecutor)
+                     else StageTimeoutError(self._name, item, timeout))
             pool.broken = pool.broken or (
                 f"the background process was stuck on item {item} for more than {timeout:g} s")
-            raise StageTimeoutError(self._name, item, timeout)
+            raise error
 
     def __next__(self) -> Any:
         if self._done:

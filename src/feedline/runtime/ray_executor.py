@@ -64,7 +64,7 @@ from feedline.exceptions import (
 from feedline.runtime.executor import Slot, SlotExecutor, run_chunk
 from feedline.runtime.workers import pack_entries, pack_exception, unpack_entries, unpack_exception
 
-__all__ = ["RayExecutor", "check_ray_options", "cluster_cpus", "require_ray"]
+__all__ = ["RayExecutor", "RayActorExecutor", "check_ray_options", "cluster_cpus", "require_ray"]
 
 _OPTIONS = ("chunk_seconds", "depth", "max_retries", "num_cpus", "resources")
 _PROBE_SECONDS = 3.0  # how long a liveness probe of the cluster may take
@@ -255,8 +255,7 @@ class RayExecutor(SlotExecutor):
         """
         slot = self._check_room(worker)
         try:
-            ref = self._task.remote(self._token, self._box, slot.seed_key, base, positions,
-                                    items, worker)
+            ref = self._call(slot, base, positions, items)
         except Exception as exc:  # noqa: BLE001 - Ray's own errors
             raise self._lost(exc, positions) from exc
         now = time.monotonic()
@@ -265,6 +264,11 @@ class RayExecutor(SlotExecutor):
         slot.refs.append(ref)
         slot.outstanding.append(positions)
         slot.sent.append(now)
+
+    def _call(self, slot: _RaySlot, base: int, positions: list[int], items: list | None) -> Any:
+        """Start the chunk on the cluster; its reference."""
+        return self._task.remote(self._token, self._box, slot.seed_key, base, positions,
+                                 items, slot.index)
 
     def ready(self, workers: Sequence[int], timeout: float | None) -> list[int]:
         """The slots among ``workers`` whose oldest task finished, waiting for one up to
@@ -314,7 +318,7 @@ class RayExecutor(SlotExecutor):
         self.broken = f"a task was lost: {type(exc).__name__}"
         ray_exceptions = self._ray.exceptions
         lost = (ray_exceptions.WorkerCrashedError, ray_exceptions.NodeDiedError,
-                ray_exceptions.ObjectLostError)
+                ray_exceptions.ObjectLostError, ray_exceptions.RayActorError)
         if isinstance(exc, ray_exceptions.RayTaskError):  # the task itself failed, not fn
             return PipelineError(
                 f"a Ray task of stage {self.stage!r}{what} failed outside the function "
@@ -411,3 +415,88 @@ class RayExecutor(SlotExecutor):
                 pass
         self.broken = self.broken or "shut down"
         self._box = []
+
+
+# ------------------------------------------------------------------ one actor
+class _SourceActor:
+    """Ray actor of :class:`RayActorExecutor`: keeps ``(fn, source)`` and runs chunks
+    against it in the order they were sent (a stateful source, such as the cursor of
+    ``prefetch(backend="ray")``, advances from one chunk to the next)."""
+
+    def __init__(self, box: list) -> None:
+        self.fn, self.source = require_ray().get(box[0])
+
+    def configure(self, payload: Any) -> None:
+        self.source._configure(payload)
+
+    def run(self, seed_key: Any, base: int, positions: list[int], items: list | None,
+            slot: int) -> tuple[Any, float]:
+        t0 = time.perf_counter()
+        entries = run_chunk(self.fn, self.source, seed_key, base, positions, items,
+                            pack_error=lambda exc, phase: pack_exception(exc, phase=phase,
+                                                                         worker=slot))
+        return pack_entries(entries), time.perf_counter() - t0
+
+
+class RayActorExecutor(RayExecutor):
+    """One slot whose chunks run, in order, in one Ray actor that keeps the input: for a
+    source with state (``_configure(payload)``, then ``_getitem(position)`` in order, as
+    :class:`~feedline.runtime.workers.WorkerPool`'s worker runs it), such as the
+    pipeline that ``prefetch(n, backend="ray")`` runs on the cluster.
+
+    Everything else is :class:`RayExecutor`'s: results through the object store,
+    ``ready``/``collect``/``progress``/``timeout_error``, an actor lost with its node a
+    :class:`~feedline.exceptions.WorkerDiedError`, the cluster gone a
+    :class:`~feedline.exceptions.ClusterUnavailableError`. The actor is not restarted
+    (its state would be lost with it): resume from the consumer's ``get_state()``.
+    :meth:`shutdown` kills it.
+
+    Args:
+        fn: applied to each item the source gives.
+        source: the stateful input, shipped to the actor once (it must pickle with
+            cloudpickle).
+        stage: the stage's name, in the actor's name and in errors.
+        timeout: seconds per item before ``timeout_error`` (``None``: no limit).
+        num_cpus: CPUs the actor holds while it lives.
+        resources: custom resources it needs (its placement, e.g. ``{"prep": 1}``).
+        depth: chunks in flight at once.
+
+    >>> RayActorExecutor.keep_when_idle   # kept between iterations, like map's tasks
+    True
+    """
+
+    def __init__(self, fn: Any, source: Any, *, stage: str, timeout: float | None = None,
+                 num_cpus: float = 1, resources: dict[str, float] | None = None,
+                 depth: int = 2) -> None:
+        super().__init__(fn, source, workers=1, stage=stage, timeout=timeout,
+                         num_cpus=num_cpus, resources=resources, depth=depth)
+        try:
+            self._actor = self._ray.remote(_SourceActor).options(
+                num_cpus=num_cpus, resources=dict(resources or {}), max_restarts=0,
+                max_task_retries=0, name=f"feedline:{stage}:{self._token[:8]}",
+            ).remote(self._box)
+        except Exception as exc:  # noqa: BLE001 - Ray's own errors
+            raise self._lost(exc, None) from exc
+
+    def _call(self, slot: _RaySlot, base: int, positions: list[int], items: list | None) -> Any:
+        return self._actor.run.remote(slot.seed_key, base, positions, items, slot.index)
+
+    def configure(self, worker: int, payload: Any) -> None:
+        """Make the actor call ``source._configure(payload)`` before the chunks sent after it.
+
+        Args:
+            worker: the slot's index (0: there is one).
+            payload: passed to ``source._configure``.
+        """
+        try:
+            self._actor.configure.remote(payload)
+        except Exception as exc:  # noqa: BLE001 - Ray's own errors
+            raise self._lost(exc, None) from exc
+
+    def shutdown(self) -> None:
+        """Stop using the actor and kill it (its pipeline ends with it)."""
+        super().shutdown()
+        try:
+            self._ray.kill(self._actor)
+        except Exception:  # noqa: BLE001 - the actor or the cluster is gone already
+            pass

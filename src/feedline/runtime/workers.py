@@ -958,6 +958,18 @@ class PoolKeeper(Generic[P]):
         self._leased: set[P] = set()
         self._orphaned = False
 
+    def __getstate__(self) -> dict[str, Any]:
+        # a keeper travels empty (to a Ray actor, a spawned process): its pools, lock and
+        # lenders belong to the process that made them
+        state = self.__dict__.copy()
+        state.update(_idle=None, _extra=None, _leased=set(), _orphaned=False)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def take_idle(self) -> tuple[P | None, Any]:
         """The idle pool (``None`` when there is none) and what was handed back with it."""
         with self._lock:

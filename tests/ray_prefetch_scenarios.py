@@ -1,0 +1,156 @@
+"""Ray scenarios of tests/test_ray_prefetch.py, run inside a loopback-only namespace.
+
+``python ray_prefetch_scenarios.py <workdir> <out.json>`` (started by
+:func:`ray_cluster.run_in_namespace` only): starts a head and a second node, runs
+``prefetch(n, backend="ray")`` pipelines against them next to ``process=True`` and
+writes the results as JSON. ``python ray_prefetch_scenarios.py --trainer <timeout>``
+is a consumer whose cluster a scenario stops under it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+from feedline import Dataset
+
+N = 30
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def node_of(x: int) -> tuple[int, str]:
+    import ray
+
+    return x, ray.get_runtime_context().get_node_id()
+
+
+def fail_at_seven(x: int) -> int:
+    if x == 7:
+        raise ArithmeticError("item 7 is cursed")
+    return x
+
+
+def slow(x: int) -> int:
+    time.sleep(0.5)
+    return x
+
+
+def pipeline(**prefetch) -> Dataset:
+    """A shuffle, a map with 2 worker processes (started wherever the pipeline runs),
+    a batch, then the prefetch stage."""
+    return (Dataset.range(N).shuffle(8, seed=3).map(square, num_workers=2).batch(4)
+            .prefetch(3, **prefetch))
+
+
+def trainer(timeout: str) -> None:
+    """Print each item as it comes, then the error that ended the iteration."""
+    import ray
+
+    ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
+    ds = Dataset.range(100).map(slow).prefetch(2, backend="ray", timeout=float(timeout))
+    t0 = time.monotonic()
+    try:
+        for item in ds:
+            print("item", item, flush=True)
+            t0 = time.monotonic()
+    except Exception as exc:  # noqa: BLE001 - reported to the scenario
+        print("error", type(exc).__name__, round(time.monotonic() - t0, 1), str(exc)[:300],
+              flush=True)
+
+
+def main(workdir: str, out: str) -> None:
+    import ray
+
+    from ray_cluster import LocalCluster
+
+    results: dict = {}
+    cluster = LocalCluster()
+    try:
+        cluster.start()
+        os.environ["RAY_ADDRESS"] = cluster.address
+        ray.init(address=cluster.address, log_to_driver=False)
+        cluster.wait_nodes(2)
+        head = ray.get_runtime_context().get_node_id()
+        results["nodes"] = {"head": head, "all": [n["NodeID"] for n in ray.nodes() if n["Alive"]]}
+
+        # 1. the same items as a local background process, two epochs running
+        local = pipeline(process=True)
+        results["process"] = [local.to_list(), local.to_list()]
+        local.close()
+        ds = pipeline(backend="ray")
+        results["ray"] = [ds.to_list(), ds.to_list()]
+        results["name"] = ds.name
+        ds.close()  # its actor holds one of the cluster's two CPUs
+
+        # 2. a JSON state saved mid-epoch resumes exactly: on a new actor, and locally
+        ds = pipeline(backend="ray")
+        it = ds.iterator()
+        results["before_save"] = [next(it) for _ in range(3)]
+        state = json.loads(json.dumps(it.get_state()))
+        it.close()
+        ds.close()
+        again = pipeline(backend="ray")
+        results["resumed"] = list(again.iterator(state))
+        again.close()
+        local = pipeline(process=True)
+        results["resumed_locally"] = list(local.iterator(state))
+        local.close()
+
+        # 3. the actor is placed by ray_options, as map's Ray tasks are
+        placed = Dataset.range(4).map(node_of).prefetch(
+            2, backend="ray", ray_options={"resources": {"second": 1}})
+        results["placed"] = placed.to_list()
+        placed.close()
+
+        # 4. an exception in the pipeline: at its item, with the actor's traceback
+        failing = Dataset.range(N).map(fail_at_seven).prefetch(2, backend="ray")
+        got: list = []
+        try:
+            for x in failing:
+                got.append(x)
+            results["error"] = {"type": None}
+        except ArithmeticError as exc:
+            results["error"] = {"type": type(exc).__name__, "message": str(exc), "before": got,
+                                "notes": getattr(exc, "__notes__", []),
+                                "remote_tb": getattr(exc.__cause__, "tb", "")}
+        failing.close()
+
+        # 5. the cluster stopped under a consumer: a named error within the timeout
+        proc = subprocess.Popen([sys.executable, __file__, "--trainer", "3"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.strip())
+            if line.startswith("item"):
+                break
+        ray.shutdown()
+        cluster.stop()
+        rest, _ = proc.communicate(timeout=120)
+        lines += [line for line in rest.splitlines() if line.startswith(("item", "error"))]
+        results["stopped"] = {"lines": lines, "tail": rest[-2000:]}
+    except Exception:  # noqa: BLE001 - reported to the test
+        results["crash"] = traceback.format_exc()
+    finally:
+        try:
+            ray.shutdown()
+        finally:
+            cluster.stop()
+        with open(out, "w") as f:
+            json.dump(results, f)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--trainer":
+        trainer(sys.argv[2])
+    else:
+        t0 = time.monotonic()
+        main(sys.argv[1], sys.argv[2])
+        print(f"scenarios took {time.monotonic() - t0:.1f} s")
