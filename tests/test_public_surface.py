@@ -125,11 +125,12 @@ def _documented_imports() -> list[str]:
 USER_SCRIPT = '''
 import feedline
 import feedline.recordio
-from feedline import Dataset, tfrecord
-from feedline.image import ImageRecordIter, RandomResizedCrop
+from feedline import Dataset, ErrorOptions, ExecutionOptions, RayOptions, tfrecord
+from feedline.image import EncodeOptions, ImageRecordIter, RandomResizedCrop, SourceOptions
 from feedline.io import InputSplit
 from feedline.pytorch import FeedlineDataModule, as_torch
 from feedline.tfrecord import TFRecordWriter
+from feedline.webdataset import DecodeOptions
 
 
 def f(x: int) -> str:
@@ -148,6 +149,11 @@ reveal_type(RandomResizedCrop)
 reveal_type(feedline.CorruptRecordError)
 reveal_type(InputSplit)
 reveal_type(FeedlineDataModule)
+reveal_type(Dataset.range(3).map(f, errors=ErrorOptions(max_skips=1),
+                                 execution=ExecutionOptions(ray=RayOptions(num_cpus=1))))
+reveal_type(EncodeOptions(resize=8).resize)
+reveal_type(SourceOptions(pack_label=True))
+reveal_type(DecodeOptions(image_mode="L"))
 '''
 
 
