@@ -8,14 +8,15 @@
   ``backend="thread"`` threads of this process (:mod:`feedline.dataset.thread_map`; for
   functions that release the GIL: image decoding, numpy, zlib, I/O), ``backend="ray"``
   Ray tasks on the cluster ``ray.init()``/``RAY_ADDRESS`` names
-  (:mod:`feedline.runtime.ray_executor`; ``ray_options`` sets ``num_cpus``, custom
-  ``resources``, ``max_retries``). ``ordered=True`` keeps the source order,
+  (:mod:`feedline.runtime.ray_executor`; ``execution=ExecutionOptions(ray=RayOptions(...))``
+  sets ``num_cpus``, custom ``resources``, ``max_retries``). ``ordered=True`` keeps the source order,
   ``ordered=False`` yields results as they are ready. ``num_workers="auto"`` picks the
   count (processes: by measuring; threads: cores + 1; Ray: the cluster's CPUs).
 * ``seed``: each item's random draws come from (seed, epoch, item position)
   (:mod:`feedline.runtime.seeding`), so seeded output is the same on every backend, for
   any worker count, after a retry and after a resume.
-* ``timeout=seconds`` (with ``num_workers > 0``, like ``DataLoader``'s): an element whose
+* ``execution=ExecutionOptions(timeout=seconds)`` (with ``num_workers > 0``, like
+  ``DataLoader``'s ``timeout``): an element whose
   ``fn`` has run longer than that raises
   :class:`~feedline.exceptions.StageTimeoutError` naming the stage and the element's
   position, instead of blocking forever; the iteration ends. A process worker stuck in

@@ -27,7 +27,9 @@ resume.
 >>> ds = Dataset.from_iterable(["1", "x", "3"]).map(int, on_error="skip")
 >>> it = ds.iterator(stats=True); list(it), it.stats().stages[-1].skipped
 ([1, 3], 1)
->>> Dataset.from_iterable(["1", "x"]).map(int, on_error="replace", replacement=-1).to_list()
+>>> from feedline import ErrorOptions
+>>> Dataset.from_iterable(["1", "x"]).map(int, on_error="replace",
+...                                       errors=ErrorOptions(replacement=-1)).to_list()
 [1, -1]
 >>> logging.disable(logging.NOTSET)
 """
@@ -65,7 +67,9 @@ def tolerant_map(parent: Dataset, fn: Any, build_map: Any, *, on_error: str,
             ``"replace"``, refused by the other policies with ``ValueError``).
         name: the stage's name in logs and statistics.
 
-    >>> ds = Dataset.range(3).map(lambda x: 1 // (x - 1), on_error="replace", replacement=None)
+    >>> from feedline import ErrorOptions
+    >>> ds = Dataset.range(3).map(lambda x: 1 // (x - 1), on_error="replace",
+    ...                           errors=ErrorOptions(replacement=None))
     >>> ds.to_list()
     [-1, None, 1]
     """

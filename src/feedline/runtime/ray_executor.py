@@ -17,7 +17,9 @@ initialised yet; with neither, :class:`~feedline.exceptions.ClusterUnavailableEr
   stacked (one buffer per column).
 * **Bound.** ``buffer_size`` bounds the items in flight (pulled and not yet yielded),
   as on every backend.
-* **Resources.** ``ray_options``: ``num_cpus`` (per task, default 1), ``resources``
+* **Resources.** :class:`~feedline.RayOptions` (``map(..., execution=ExecutionOptions(
+  ray=RayOptions(...)))``; its :meth:`~feedline.RayOptions.as_dict` is the
+  ``ray_options`` dict checked here): ``num_cpus`` (per task, default 1), ``resources``
   (custom resources such as ``{"prep": 1}`` for nodes started with
   ``ray start --resources='{"prep": 8}'``), ``max_retries`` (default 3), ``depth``,
   ``chunk_seconds`` (work per task, default 0.05 s: a task costs Ray far more than a

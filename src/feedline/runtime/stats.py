@@ -419,7 +419,8 @@ def _verdict(stages: list[StageStats], top: StageStats | None, wall: float,
         worst = max(stuck, key=lambda s: s.stalled_s)
         return (
             f"stalled: {worst.name} has produced nothing for {worst.stalled_s:.1f} s; a hung "
-            "function or input? give map(..., timeout=seconds) to turn a hang into an error"
+            "function or input? give map(..., execution=ExecutionOptions(timeout=seconds)) to turn "
+            "a hang into an error"
         )
     if top is None or wall <= 0:
         return "no items yet: nothing to judge"
