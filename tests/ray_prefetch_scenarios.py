@@ -16,7 +16,7 @@ import sys
 import time
 import traceback
 
-from feedline import Dataset
+from feedline import Dataset, RayOptions
 
 N = 30
 
@@ -105,7 +105,7 @@ def main(workdir: str, out: str) -> None:
 
         # 3. the actor is placed by ray_options, as map's Ray tasks are
         placed = Dataset.range(4).map(node_of).prefetch(
-            2, backend="ray", ray_options={"resources": {"second": 1}})
+            2, backend="ray", ray=RayOptions(resources={"second": 1}))
         results["placed"] = placed.to_list()
         placed.close()
 

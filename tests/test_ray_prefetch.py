@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import ray_cluster
-from feedline import Dataset
+from feedline import Dataset, RayOptions
 
 pytestmark = pytest.mark.slow
 
@@ -70,15 +70,19 @@ def test_cluster_stopped_under_a_consumer_is_a_named_error(report):
         ({"backend": "gpu"}, r"`backend` must be one of"),
         ({"backend": "ray", "process": True}, r"`process=True` is backend='process'"),
         ({"backend": "ray", "nice": 3}, r"for a local process, not backend='ray'"),
-        ({"backend": "ray", "ray_options": {"max_retries": 2}}, r"takes num_cpus and resources"),
-        ({"backend": "ray", "ray_options": {"num_cpus": 0}}, r"must be a positive number"),
-        ({"backend": "process", "ray_options": {"num_cpus": 1}}, r"`ray_options` needs backend='ray'"),
-        ({"ray_options": {"num_cpus": 1}}, r"or backend='ray'"),
+        ({"backend": "ray", "ray": RayOptions(max_retries=2)}, r"max_retries are for map's tasks"),
+        ({"backend": "process", "ray": RayOptions(num_cpus=1)}, r"`ray` needs backend='ray'"),
+        ({"ray": RayOptions(num_cpus=1)}, r"or backend='ray'"),
     ],
 )
 def test_prefetch_backend_options_are_validated_without_a_cluster(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Dataset.range(3).prefetch(2, **kwargs)
+
+
+def test_ray_must_be_ray_options():
+    with pytest.raises(TypeError, match=r"`ray` must be a RayOptions or None"):
+        Dataset.range(3).prefetch(2, backend="ray", ray={"num_cpus": 1})
 
 
 def test_process_backend_is_process_true():

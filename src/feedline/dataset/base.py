@@ -45,7 +45,7 @@ from feedline.dataset.iterator import DatasetIterator, check_state
 from feedline.exceptions import StateError
 
 if TYPE_CHECKING:  # the PyTorch face sits above this layer; only its types are named here
-    from feedline.dataset.options import ErrorOptions, ExecutionOptions
+    from feedline.dataset.options import ErrorOptions, ExecutionOptions, RayOptions
     from feedline.pytorch.dataset import TorchIterableDataset, TorchMapDataset
 
 __all__ = ["Dataset", "RandomAccessDataset", "BuildContext", "PipelineIterator"]
@@ -699,7 +699,7 @@ class Dataset(Generic[T]):
     def prefetch(self, buffer_size: int | str = 2, *, process: bool = False,
                  start_method: str | None = None, transport: str | None = None,
                  nice: int = 0, timeout: float | None = None, backend: str | None = None,
-                 ray_options: dict[str, Any] | None = None) -> Dataset[T]:
+                 ray: RayOptions | None = None) -> Dataset[T]:
         """Produce up to ``buffer_size`` items ahead in a background thread (``"auto"``
         sizes the buffer by measuring). Order, errors and state are those of the
         pipeline without it; the thread stops with its iterator.
@@ -726,8 +726,9 @@ class Dataset(Generic[T]):
             backend: where the items are produced: ``"thread"`` (the default),
                 ``"process"`` (the same as ``process=True``) or ``"ray"``, as ``map``'s
                 ``backend``.
-            ray_options: with ``backend="ray"``: ``num_cpus`` and ``resources`` of
-                the actor, as for ``map(..., backend="ray")``.
+            ray: with ``backend="ray"``: :class:`~feedline.RayOptions` whose
+                ``num_cpus`` and ``resources`` place the actor, as they place
+                ``map(..., backend="ray")``'s tasks (``None``: one CPU, anywhere).
 
         >>> Dataset.range(5).map(lambda x: x + 1).prefetch(2).to_list()
         [1, 2, 3, 4, 5]
@@ -745,9 +746,9 @@ class Dataset(Generic[T]):
         backend = one_of("backend", backend or "thread", ("thread", "process", "ray"))
         if backend == "thread":
             if (start_method is not None or transport is not None or nice != 0
-                    or timeout is not None or ray_options is not None):
+                    or timeout is not None or ray is not None):
                 raise ValueError("`start_method`, `transport`, `nice` and `timeout` need "
-                                 "process=True (`timeout`, `ray_options`: or backend='ray')")
+                                 "process=True (`timeout` and `ray`: or backend='ray')")
             from feedline.dataset.prefetch import PrefetchDataset
 
             return PrefetchDataset(self, buffer_size)
@@ -755,7 +756,7 @@ class Dataset(Generic[T]):
 
         return ProcessPrefetchDataset(self, buffer_size, start_method=start_method,
                                       transport=transport, nice=nice, timeout=timeout,
-                                      backend=backend, ray_options=ray_options)
+                                      backend=backend, ray=ray)
 
     def concat(self, *others: Dataset) -> Dataset:
         """This dataset's items, then each of ``others``' items, in order.

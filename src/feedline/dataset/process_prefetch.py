@@ -49,10 +49,11 @@ runs in one Ray actor instead of a local process
 actor's traceback, ``get_state()`` taken in the actor so that a state resumes exactly
 (on either backend: the states are the same), ``timeout`` — except what is about local
 processes: finished items come back through Ray's object store (not shared memory), and
-``start_method``, ``transport`` and ``nice`` do not apply. ``ray_options`` places the
-actor as map's Ray stage places its tasks: ``num_cpus`` (held by the actor while it
-lives, default 1) and ``resources`` (custom resources, such as ``{"prep": 1}`` for the
-nodes started with ``ray start --resources='{"prep": 8}'``). The pipeline must pickle
+``start_method``, ``transport`` and ``nice`` do not apply. ``ray=RayOptions(...)``
+places the actor as it places map's Ray tasks: ``num_cpus`` (held by the actor while
+it lives, default 1) and ``resources`` (custom resources, such as ``{"prep": 1}`` for
+the nodes started with ``ray start --resources='{"prep": 8}'``); its other fields are
+about tasks and must keep their defaults. The pipeline must pickle
 with cloudpickle (its files reopen in the actor, so they must be on a file system that
 node sees). With ``timeout=seconds``, the cluster gone raises
 :class:`~feedline.exceptions.ClusterUnavailableError` naming the stage within about
@@ -83,9 +84,10 @@ from typing import Any
 from feedline._internal.validate import one_of, optional_positive_number, positive_int
 from feedline.dataset.base import BuildContext, Dataset
 from feedline.dataset.iterator import DatasetIterator, check_state
+from feedline.dataset.options import RayOptions
 from feedline.exceptions import PipelineError, StageTimeoutError, StateError
 from feedline.runtime import autotune
-from feedline.runtime.ray_executor import RayActorExecutor, check_ray_options
+from feedline.runtime.ray_executor import RayActorExecutor
 from feedline.runtime.workers import (
     CANCELLED,
     END,
@@ -224,8 +226,8 @@ class ProcessPrefetchDataset(Dataset):
             ``None``).
         backend: ``"process"`` (a local background process) or ``"ray"`` (one Ray
             actor; see the module docstring).
-        ray_options: with ``backend="ray"``: ``{"num_cpus": n, "resources": {...}}``
-            for the actor (``None``: one CPU).
+        ray: with ``backend="ray"``: :class:`~feedline.RayOptions` whose ``num_cpus``
+            and ``resources`` place the actor (``None``: one CPU, anywhere).
 
     >>> ds = Dataset.range(4).prefetch(2, process=True)   # a background process
     >>> type(ds).__name__, ds.to_list()
@@ -236,12 +238,12 @@ class ProcessPrefetchDataset(Dataset):
     def __init__(self, parent: Dataset, buffer_size: int | str, *,
                  start_method: str | None = None, transport: str | None = None,
                  nice: int = 0, timeout: float | None = None, backend: str = "process",
-                 ray_options: dict[str, Any] | None = None) -> None:
+                 ray: RayOptions | None = None) -> None:
         super().__init__()
         if not isinstance(parent, Dataset):
             raise TypeError(f"`parent` must be a Dataset, got {type(parent).__name__}")
         self.backend = one_of("backend", backend, ("process", "ray"))
-        self.ray_options = _ray_options(backend, ray_options, start_method, transport, nice)
+        self.ray = _check_ray(backend, ray, start_method, transport, nice)
         self._parents = (parent,)
         self.buffer_size: int | str = (
             "auto" if buffer_size == "auto" else positive_int("buffer_size", buffer_size))
@@ -276,7 +278,7 @@ class ProcessPrefetchDataset(Dataset):
         return ProcessPrefetchDataset(parent, self.buffer_size, start_method=self.start_method,
                                       transport=self.transport, nice=self.nice,
                                       timeout=self.timeout, backend=self.backend,
-                                      ray_options=self.ray_options)
+                                      ray=self.ray)
 
     def _make_iterator(self, ctx: BuildContext) -> DatasetIterator:
         return _ProcessPrefetchIterator(self._holder, ctx.epoch, self.buffer_size, self.name)
@@ -305,23 +307,28 @@ class _Carry:
         self.generation = generation
 
 
-def _ray_options(backend: str, options: dict[str, Any] | None, start_method: str | None,
-                 transport: str | None, nice: int) -> dict[str, Any] | None:
-    """``ray_options`` checked against ``backend`` (and the process-only options)."""
+def _check_ray(backend: str, ray: RayOptions | None, start_method: str | None,
+               transport: str | None, nice: int) -> RayOptions | None:
+    """``ray`` checked against ``backend`` (and the process-only options); with
+    ``backend="ray"`` never ``None``."""
     if backend != "ray":
-        if options is not None:
-            raise ValueError("`ray_options` needs backend='ray'")
+        if ray is not None:
+            raise ValueError("`ray` needs backend='ray'")
         return None
     if start_method is not None or transport is not None or nice != 0:
         raise ValueError("`start_method`, `transport` and `nice` are for a local process, "
                          "not backend='ray'")
-    options = dict(options or {})
-    check_ray_options(options)
-    other = sorted(set(options) - {"num_cpus", "resources"})
-    if other:
-        raise ValueError(f"`ray_options` of prefetch(backend='ray') takes num_cpus and "
-                         f"resources (they place its one actor), got {other}")
-    return options
+    if ray is None:
+        return RayOptions()
+    if not isinstance(ray, RayOptions):
+        raise TypeError(f"`ray` must be a RayOptions or None, got {ray!r}")
+    default = RayOptions()
+    tasks_only = [f for f in ("max_retries", "depth", "chunk_seconds")
+                  if getattr(ray, f) != getattr(default, f)]
+    if tasks_only:
+        raise ValueError(f"prefetch(backend='ray') runs one actor, placed by `ray`'s num_cpus "
+                         f"and resources; {', '.join(tasks_only)} are for map's tasks")
+    return ray
 
 
 _Pool = WorkerPool | RayActorExecutor  # the background process, or the Ray actor
@@ -339,7 +346,7 @@ class _ProcessHolder(PoolKeeper[_Pool]):
         self._start_method = ds.start_method
         self._transport = ds.transport
         self._nice = ds.nice
-        self._ray_options = ds.ray_options
+        self._ray = ds.ray
         self.timeout = ds.timeout
         size = ds.buffer_size
         self.auto = size == "auto"
@@ -361,10 +368,11 @@ class _ProcessHolder(PoolKeeper[_Pool]):
         return pool, None
 
     def _make(self) -> _Pool:
-        if self._ray_options is not None:
+        if self._ray is not None:
             return RayActorExecutor(_same, _Cursor(self._parent, self._name), stage=self._name,
                                     timeout=self.timeout, depth=self._depth,
-                                    **self._ray_options)
+                                    num_cpus=self._ray.num_cpus,
+                                    resources=dict(self._ray.resources or {}))
         return WorkerPool(_same, _Cursor(self._parent, self._name), workers=1,
                           stage=self._name, start_method=self._start_method,
                           transport=self._transport, depth=self._depth, nested=True,
