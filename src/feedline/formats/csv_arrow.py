@@ -64,7 +64,11 @@ def _searchable(raw: Any) -> tuple[Any, int]:
 
 
 def available() -> bool:
-    """Whether pyarrow (with its CSV reader) can be imported."""
+    """Whether pyarrow (with its CSV reader) can be imported.
+
+    >>> available() in (True, False)
+    True
+    """
     if "pa" not in _ARROW:
         try:
             import pyarrow as pa
@@ -95,6 +99,14 @@ class ArrowDecoder:
         select: the file columns ``cols`` come from; ``None``: all, in order (a record
             must then have exactly one field per column).
         threads: true (the default) lets pyarrow parse a block with several threads.
+
+    >>> from collections import namedtuple
+    >>> Col = namedtuple("Col", "dtype default")
+    >>> decoder = ArrowDecoder.create([Col("int32", 0), Col("string", b"")], b",", True, b"", None)
+    >>> decoder is None or [c.tolist() for c in decoder.decode(b"1,a\\n,b\\n", 2)] == [[1, 0], [b"a", b"b"]]
+    True
+    >>> decoder is None or decoder.decode(b'1,"a"\\n', 1) is None     # a quote: the reference's
+    True
     """
 
     def __init__(self, cols: Sequence[Any], delim: bytes, quote: bool, na: bytes,
