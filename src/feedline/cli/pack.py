@@ -104,8 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--ray", action="store_true",
-        help="encode as Ray tasks on the cluster RAY_ADDRESS names (--num-workers tasks at "
-        "once; the images must be visible to every node); output byte-identical to a local pack",
+        help="Ray tasks on the cluster RAY_ADDRESS names read, encode and write the shards "
+        "(--num-workers tasks at once; the images and the output folder must be visible to "
+        "every node); output byte-identical to a local pack",
     )
     parser.add_argument(
         "--exts",
