@@ -20,7 +20,7 @@ import traceback
 
 import numpy as np
 
-from feedline import Dataset
+from feedline import Dataset, ExecutionOptions, RayOptions
 from feedline.formats.recordio import IndexedRecordIO
 
 N_IMAGES = 48
@@ -176,7 +176,7 @@ def trainer(argv: list[str]) -> None:
         out = digests(ds.iterator(state)) if mode == "resume" else list(ds.iterator(state))
         print(json.dumps(out), flush=True)
         return
-    ds = pipeline("ray", very_slow, timeout=float(argv[1]))
+    ds = pipeline("ray", very_slow, execution=ExecutionOptions(timeout=float(argv[1])))
     t0 = time.monotonic()
     try:
         for batch in ds:
@@ -263,7 +263,8 @@ def main(workdir: str, out: str) -> None:
         # 4. the second node killed mid-epoch: identical output, nothing lost or repeated
         global HEAD_NODE
         HEAD_NODE = ray.get_runtime_context().get_node_id()
-        it = pipeline("ray", slow_decode, ray_options={"max_retries": 5}).iterator()
+        it = pipeline("ray", slow_decode,
+                      execution=ExecutionOptions(ray=RayOptions(max_retries=5))).iterator()
         killed = digests(it, limit=2)
         while len(killed) < N_IMAGES // BATCH and not _second_node_busy():
             killed += digests(it, limit=1)  # kill only while the second node maps an item
