@@ -149,7 +149,7 @@ def test_map_cross_option_checks_name_the_group():
         Dataset.range(3).map(abs, execution=ExecutionOptions(timeout=1))
     with pytest.raises(ValueError, match="on_error='replace' needs a `replacement` element"):
         Dataset.range(3).map(abs, on_error="replace", errors=ErrorOptions(max_skips=1))
-    with pytest.raises(TypeError, match="`errors` must be a ErrorOptions or None"):
+    with pytest.raises(TypeError, match="`errors` must be an ErrorOptions or None"):
         Dataset.range(3).map(abs, errors={"max_skips": 1})
 
 

@@ -61,7 +61,8 @@ def check_group(name: str, cls: type[G], value: Any) -> G | None:
     TypeError: `limits` must be a dict or None, got 3
     """
     if value is not None and not isinstance(value, cls):
-        raise TypeError(f"`{name}` must be a {cls.__name__} or None, got {value!r}")
+        article = "an" if cls.__name__[0] in "AEIOU" else "a"
+        raise TypeError(f"`{name}` must be {article} {cls.__name__} or None, got {value!r}")
     return value
 
 
