@@ -6,11 +6,12 @@ into ``num_shards`` files:
 
 * ``format="recordio"``: MXNet RecordIO ``.rec`` + ``.idx``, each record an
   ``IRHeader`` (``id`` = the list index, ``label`` = the first label, or all labels as a
-  float32 array with ``pack_label=True`` and more than one label) followed by the encoded
-  image — what ``im2rec`` writes, read by ``mxnet.recordio`` and ``mx.io.ImageRecordIter``.
+  float32 array with ``SourceOptions(pack_label=True)`` and more than one label)
+  followed by the encoded image — what ``im2rec`` writes, read by ``mxnet.recordio`` and
+  ``mx.io.ImageRecordIter``.
 * ``format="tfrecord"``: TFRecord files of ``tf.train.Example`` with the conventional
   image features: ``image/encoded`` (bytes), ``image/format`` (``b"jpeg"``/``b"png"``),
-  ``image/class/label`` (int64; a list with ``pack_label=True``), ``image/height``,
+  ``image/class/label`` (int64; a list with ``pack_label``), ``image/height``,
   ``image/width``, ``image/channels`` (int64), ``image/filename`` (the list path) and
   ``image/id`` (the list index).
 
