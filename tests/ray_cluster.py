@@ -212,3 +212,64 @@ class LocalCluster:
         namespace separates networks, not processes)."""
         self.kill_node()
         _kill_leftovers(self.private, only_ray=True)
+
+
+def scenario_report(script: str, tmp_path_factory, *, timeout: float) -> dict:
+    """What ``script`` (a scenarios file run by :func:`run_in_namespace`) reported, for a
+    module-scoped fixture: skips when Ray cannot run here, fails on a crash."""
+    import pytest
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    workdir = tmp_path_factory.mktemp(Path(script).stem)
+    result = run_in_namespace(script, str(workdir), timeout=timeout)
+    assert "crash" not in result, result.get("crash") or result["stderr"]
+    return result
+
+
+def run_scenarios(out: str, scenarios) -> None:
+    """Inside the namespace: start the 2-node cluster, connect (``RAY_ADDRESS`` set for
+    child processes), call ``scenarios(cluster, results)``, note a crash in
+    ``results["crash"]``, stop everything and write ``results`` to ``out`` as JSON."""
+    import traceback
+
+    import ray
+
+    results: dict = {}
+    cluster = LocalCluster()
+    try:
+        cluster.start()
+        os.environ["RAY_ADDRESS"] = cluster.address
+        ray.init(address=cluster.address, log_to_driver=False)
+        cluster.wait_nodes(2)
+        scenarios(cluster, results)
+    except Exception:  # noqa: BLE001 - reported to the test
+        results["crash"] = traceback.format_exc()
+    finally:
+        try:
+            ray.shutdown()
+        finally:
+            cluster.stop()
+        with open(out, "w") as f:
+            json.dump(results, f)
+
+
+def stop_under(cluster: LocalCluster, cmd: list[str], started: str) -> dict:
+    """Start the consumer ``cmd``; once it printed a line starting with ``started``,
+    disconnect and stop ``cluster`` under it. Its lines that start with ``started`` or
+    ``error`` (``"lines"``) and the end of its output (``"tail"``)."""
+    import ray
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line.strip())
+        if line.startswith(started):
+            break
+    ray.shutdown()
+    cluster.stop()
+    rest, _ = proc.communicate(timeout=120)
+    lines += [line for line in rest.splitlines() if line.startswith((started, "error"))]
+    return {"lines": lines, "tail": rest[-2000:]}

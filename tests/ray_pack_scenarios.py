@@ -8,7 +8,6 @@ tests compare as JSON.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
@@ -144,79 +143,68 @@ def _calls(log: str) -> list[tuple[str, float]]:
 
 
 def main(workdir: str, out: str) -> None:
+    import ray_cluster
+
+    ray_cluster.run_scenarios(out, lambda cluster, results: scenarios(workdir, cluster, results))
+
+
+def scenarios(workdir: str, cluster, results: dict) -> None:
     import ray
 
-    from ray_cluster import LocalCluster
-
-    results: dict = {"driver_pid": os.getpid()}
+    results["driver_pid"] = os.getpid()
     writers = Writers()
     log = logging.getLogger("feedline.image._pack_ray")
     log.setLevel(logging.DEBUG)
     log.addHandler(writers)
-    cluster = LocalCluster()
+    results["nodes"] = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+    photos = make_photos(workdir)
+
+    # 1. a folder tree, 3 RecordIO shards, shuffled and re-encoded
+    results["folder"] = compare(workdir, "folder", photos, num_shards=3, resize=16,
+                                shuffle=True, seed=4)
+    results["folder_writers"] = writers.seen
+    writers.seen = []
+
+    # 1b. `feedline pack --ray` (a new process, RAY_ADDRESS) writes the same files
+    cli = os.path.join(workdir, "cli", "train")
+    done = subprocess.run(
+        [sys.executable, "-m", "feedline", "pack", photos, cli, "--num-shards", "3",
+         "--resize", "16", "--shuffle", "--seed", "4", "--num-workers", "2", "--quiet",
+         "--ray"], capture_output=True, text=True, timeout=120)
+    local = files_of(os.path.join(workdir, "folder-process"))
+    got = files_of(os.path.dirname(cli)) if done.returncode == 0 else {}
+    results["cli"] = {"returncode": done.returncode, "stderr": done.stderr[-2000:],
+                      "names": [sorted(local), sorted(got)],
+                      "equal": {n: local[n] == got.get(n) for n in local}}
+
+    # 2. a .lst with a missing and a broken image, skipped; 2 TFRecord shards
+    lst = os.path.join(photos, "in.lst")
+    with open(os.path.join(photos, "broken.jpg"), "wb") as f:
+        f.write(b"\xff\xd8 not really a jpeg")
+    entries = [(i, float(i % 3), f"{'cat dog emu'.split()[i % 3]}/{i // 3}.{'png' if (i // 3) % 2 else 'jpg'}")
+               for i in range(24)]
+    entries[5] = (5, 2.0, "emu/missing.jpg")
+    entries[17] = (17, 2.0, "broken.jpg")
+    write_list(lst, entries)
+    results["list"] = compare(workdir, "list", lst, num_shards=2, format="tfrecord",
+                              on_error="skip", encoding=".png")
+
+    # 3. a failing image under on_error="raise": no manifest, no shard, no temporary
+    failed = os.path.join(workdir, "failed")
     try:
-        cluster.start()
-        os.environ["RAY_ADDRESS"] = cluster.address
-        ray.init(address=cluster.address, log_to_driver=False)
-        cluster.wait_nodes(2)
-        results["nodes"] = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
-        photos = make_photos(workdir)
+        pack_images(lst, os.path.join(failed, "train"), num_shards=2, backend="ray",
+                    num_workers=2)
+        results["raise"] = {"type": None}
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        results["raise"] = {"type": type(exc).__name__, "message": str(exc),
+                            "notes": getattr(exc, "__notes__", []),
+                            "remote_tb": getattr(exc.__cause__, "tb", "")}
+    results["raise"]["left"] = sorted(os.listdir(failed)) if os.path.isdir(failed) else []
 
-        # 1. a folder tree, 3 RecordIO shards, shuffled and re-encoded
-        results["folder"] = compare(workdir, "folder", photos, num_shards=3, resize=16,
-                                    shuffle=True, seed=4)
-        results["folder_writers"] = writers.seen
-        writers.seen = []
-
-        # 1b. `feedline pack --ray` (a new process, RAY_ADDRESS) writes the same files
-        cli = os.path.join(workdir, "cli", "train")
-        done = subprocess.run(
-            [sys.executable, "-m", "feedline", "pack", photos, cli, "--num-shards", "3",
-             "--resize", "16", "--shuffle", "--seed", "4", "--num-workers", "2", "--quiet",
-             "--ray"], capture_output=True, text=True, timeout=120)
-        local = files_of(os.path.join(workdir, "folder-process"))
-        got = files_of(os.path.dirname(cli)) if done.returncode == 0 else {}
-        results["cli"] = {"returncode": done.returncode, "stderr": done.stderr[-2000:],
-                          "names": [sorted(local), sorted(got)],
-                          "equal": {n: local[n] == got.get(n) for n in local}}
-
-        # 2. a .lst with a missing and a broken image, skipped; 2 TFRecord shards
-        lst = os.path.join(photos, "in.lst")
-        with open(os.path.join(photos, "broken.jpg"), "wb") as f:
-            f.write(b"\xff\xd8 not really a jpeg")
-        entries = [(i, float(i % 3), f"{'cat dog emu'.split()[i % 3]}/{i // 3}.{'png' if (i // 3) % 2 else 'jpg'}")
-                   for i in range(24)]
-        entries[5] = (5, 2.0, "emu/missing.jpg")
-        entries[17] = (17, 2.0, "broken.jpg")
-        write_list(lst, entries)
-        results["list"] = compare(workdir, "list", lst, num_shards=2, format="tfrecord",
-                                  on_error="skip", encoding=".png")
-
-        # 3. a failing image under on_error="raise": no manifest, no shard, no temporary
-        failed = os.path.join(workdir, "failed")
-        try:
-            pack_images(lst, os.path.join(failed, "train"), num_shards=2, backend="ray",
-                        num_workers=2)
-            results["raise"] = {"type": None}
-        except Exception as exc:  # noqa: BLE001 - reported to the test
-            results["raise"] = {"type": type(exc).__name__, "message": str(exc),
-                                "notes": getattr(exc, "__notes__", []),
-                                "remote_tb": getattr(exc.__cause__, "tb", "")}
-        results["raise"]["left"] = sorted(os.listdir(failed)) if os.path.isdir(failed) else []
-
-        # 4. the second node killed while it encodes: the lost task is rerun, same bytes
-        global HEAD_NODE
-        HEAD_NODE = ray.get_runtime_context().get_node_id()
-        results["node_killed"] = pack_losing_a_node(workdir, photos, cluster)
-    except Exception:  # noqa: BLE001 - reported to the test
-        results["crash"] = traceback.format_exc()
-    finally:
-        try:
-            ray.shutdown()
-        finally:
-            cluster.stop()
-        with open(out, "w") as f:
-            json.dump(results, f)
+    # 4. the second node killed while it encodes: the lost task is rerun, same bytes
+    global HEAD_NODE
+    HEAD_NODE = ray.get_runtime_context().get_node_id()
+    results["node_killed"] = pack_losing_a_node(workdir, photos, cluster)
 
 
 if __name__ == "__main__":

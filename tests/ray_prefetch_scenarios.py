@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
-import traceback
 
 from feedline import Dataset, RayOptions
 
@@ -66,86 +64,64 @@ def trainer(timeout: str) -> None:
 
 
 def main(workdir: str, out: str) -> None:
+    import ray_cluster
+
+    ray_cluster.run_scenarios(out, scenarios)
+
+
+def scenarios(cluster, results: dict) -> None:
     import ray
 
-    from ray_cluster import LocalCluster
+    import ray_cluster
 
-    results: dict = {}
-    cluster = LocalCluster()
+    head = ray.get_runtime_context().get_node_id()
+    results["nodes"] = {"head": head, "all": [n["NodeID"] for n in ray.nodes() if n["Alive"]]}
+
+    # 1. the same items as a local background process, two epochs running
+    local = pipeline(process=True)
+    results["process"] = [local.to_list(), local.to_list()]
+    local.close()
+    ds = pipeline(backend="ray")
+    results["ray"] = [ds.to_list(), ds.to_list()]
+    results["name"] = ds.name
+    ds.close()  # its actor holds one of the cluster's two CPUs
+
+    # 2. a JSON state saved mid-epoch resumes exactly: on a new actor, and locally
+    ds = pipeline(backend="ray")
+    it = ds.iterator()
+    results["before_save"] = [next(it) for _ in range(3)]
+    state = json.loads(json.dumps(it.get_state()))
+    it.close()
+    ds.close()
+    again = pipeline(backend="ray")
+    results["resumed"] = list(again.iterator(state))
+    again.close()
+    local = pipeline(process=True)
+    results["resumed_locally"] = list(local.iterator(state))
+    local.close()
+
+    # 3. the actor is placed by ray=RayOptions(...), as map's Ray tasks are
+    placed = Dataset.range(4).map(node_of).prefetch(
+        2, backend="ray", ray=RayOptions(resources={"second": 1}))
+    results["placed"] = placed.to_list()
+    placed.close()
+
+    # 4. an exception in the pipeline: at its item, with the actor's traceback
+    failing = Dataset.range(N).map(fail_at_seven).prefetch(2, backend="ray")
+    got: list = []
     try:
-        cluster.start()
-        os.environ["RAY_ADDRESS"] = cluster.address
-        ray.init(address=cluster.address, log_to_driver=False)
-        cluster.wait_nodes(2)
-        head = ray.get_runtime_context().get_node_id()
-        results["nodes"] = {"head": head, "all": [n["NodeID"] for n in ray.nodes() if n["Alive"]]}
+        for x in failing:
+            got.append(x)
+        results["error"] = {"type": None}
+    except ArithmeticError as exc:
+        results["error"] = {"type": type(exc).__name__, "message": str(exc), "before": got,
+                            "notes": getattr(exc, "__notes__", []),
+                            "remote_tb": getattr(exc.__cause__, "tb", "")}
+    failing.close()
 
-        # 1. the same items as a local background process, two epochs running
-        local = pipeline(process=True)
-        results["process"] = [local.to_list(), local.to_list()]
-        local.close()
-        ds = pipeline(backend="ray")
-        results["ray"] = [ds.to_list(), ds.to_list()]
-        results["name"] = ds.name
-        ds.close()  # its actor holds one of the cluster's two CPUs
-
-        # 2. a JSON state saved mid-epoch resumes exactly: on a new actor, and locally
-        ds = pipeline(backend="ray")
-        it = ds.iterator()
-        results["before_save"] = [next(it) for _ in range(3)]
-        state = json.loads(json.dumps(it.get_state()))
-        it.close()
-        ds.close()
-        again = pipeline(backend="ray")
-        results["resumed"] = list(again.iterator(state))
-        again.close()
-        local = pipeline(process=True)
-        results["resumed_locally"] = list(local.iterator(state))
-        local.close()
-
-        # 3. the actor is placed by ray_options, as map's Ray tasks are
-        placed = Dataset.range(4).map(node_of).prefetch(
-            2, backend="ray", ray=RayOptions(resources={"second": 1}))
-        results["placed"] = placed.to_list()
-        placed.close()
-
-        # 4. an exception in the pipeline: at its item, with the actor's traceback
-        failing = Dataset.range(N).map(fail_at_seven).prefetch(2, backend="ray")
-        got: list = []
-        try:
-            for x in failing:
-                got.append(x)
-            results["error"] = {"type": None}
-        except ArithmeticError as exc:
-            results["error"] = {"type": type(exc).__name__, "message": str(exc), "before": got,
-                                "notes": getattr(exc, "__notes__", []),
-                                "remote_tb": getattr(exc.__cause__, "tb", "")}
-        failing.close()
-
-        # 5. the cluster stopped under a consumer: a named error within the timeout
-        proc = subprocess.Popen([sys.executable, __file__, "--trainer", "3"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        lines = []
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line.strip())
-            if line.startswith("item"):
-                break
-        ray.shutdown()
-        cluster.stop()
-        rest, _ = proc.communicate(timeout=120)
-        lines += [line for line in rest.splitlines() if line.startswith(("item", "error"))]
-        results["stopped"] = {"lines": lines, "tail": rest[-2000:]}
-    except Exception:  # noqa: BLE001 - reported to the test
-        results["crash"] = traceback.format_exc()
-    finally:
-        try:
-            ray.shutdown()
-        finally:
-            cluster.stop()
-        with open(out, "w") as f:
-            json.dump(results, f)
-
+    # 5. the cluster stopped under a consumer: a named error within the timeout
+    results["stopped"] = ray_cluster.stop_under(
+        cluster, [sys.executable, __file__, "--trainer", "3"], "item")
 
 if __name__ == "__main__":
     if sys.argv[1] == "--trainer":

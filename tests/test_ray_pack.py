@@ -18,13 +18,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    reason = ray_cluster.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    workdir = tmp_path_factory.mktemp("raypack")
-    result = ray_cluster.run_in_namespace("ray_pack_scenarios.py", str(workdir), timeout=300)
-    assert "crash" not in result, result.get("crash") or result["stderr"]
-    return result
+    return ray_cluster.scenario_report("ray_pack_scenarios.py", tmp_path_factory, timeout=300)
 
 
 def _byte_identical(case: dict) -> None:

@@ -18,13 +18,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    reason = ray_cluster.skip_reason()
-    if reason:
-        pytest.skip(reason)
-    workdir = tmp_path_factory.mktemp("rayprefetch")
-    result = ray_cluster.run_in_namespace("ray_prefetch_scenarios.py", str(workdir), timeout=300)
-    assert "crash" not in result, result.get("crash") or result["stderr"]
-    return result
+    return ray_cluster.scenario_report("ray_prefetch_scenarios.py", tmp_path_factory, timeout=300)
 
 
 def test_ray_prefetch_yields_the_items_of_process_prefetch_epoch_after_epoch(report):
