@@ -19,6 +19,7 @@ import numpy as np
 
 from feedline.image.listfile import write_list
 from feedline.image.pack import pack_images
+from feedline.image.pack_options import EncodeOptions
 
 HEAD_NODE = ""  # set by main(); pickled into the slow encoder by value
 
@@ -126,7 +127,8 @@ def pack_losing_a_node(workdir: str, photos: str, cluster) -> dict:
         time.sleep(0.01)
     thread.join(120)
     local = os.path.join(workdir, "killed-local")
-    pack_images(photos, os.path.join(local, "train"), num_shards=2, resize=16, num_workers=2)
+    pack_images(photos, os.path.join(local, "train"), num_shards=2,
+                encode=EncodeOptions(resize=16), num_workers=2)
     os.remove(os.path.join(local, "train.lst"))  # pack_with_tasks was given no list to write
     calls = _calls(log)
     mine, theirs = files_of(local), files_of(folder)
@@ -160,7 +162,8 @@ def scenarios(workdir: str, cluster, results: dict) -> None:
     photos = make_photos(workdir)
 
     # 1. a folder tree, 3 RecordIO shards, shuffled and re-encoded
-    results["folder"] = compare(workdir, "folder", photos, num_shards=3, resize=16,
+    results["folder"] = compare(workdir, "folder", photos, num_shards=3,
+                                encode=EncodeOptions(resize=16),
                                 shuffle=True, seed=4)
     results["folder_writers"] = writers.seen
     writers.seen = []
@@ -187,7 +190,7 @@ def scenarios(workdir: str, cluster, results: dict) -> None:
     entries[17] = (17, 2.0, "broken.jpg")
     write_list(lst, entries)
     results["list"] = compare(workdir, "list", lst, num_shards=2, format="tfrecord",
-                              on_error="skip", encoding=".png")
+                              on_error="skip", encode=EncodeOptions(encoding=".png"))
 
     # 3. a failing image under on_error="raise": no manifest, no shard, no temporary
     failed = os.path.join(workdir, "failed")

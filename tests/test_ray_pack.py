@@ -9,9 +9,16 @@ returns.
 
 from __future__ import annotations
 
+import os
+import types
+
+import numpy as np
 import pytest
 
 import ray_cluster
+from feedline.image import _pack_ray
+from feedline.image.pack import pack_images
+from feedline.image.pack_options import EncodeOptions
 
 pytestmark = pytest.mark.slow
 
@@ -73,3 +80,81 @@ def test_second_node_killed_while_encoding_changes_no_byte(report):
     assert case["nodes"] == 2
     assert case["calls"] > case["items"], case  # a task lost with the node ran again
     _byte_identical(case)
+
+
+# ---------------------------------------------------------------- without a cluster
+class _Done:
+    def __init__(self, value):
+        self.value = value
+
+
+class _InProcess:
+    """Just enough of Ray's API for :mod:`feedline.image._pack_ray` to run its tasks'
+    own code synchronously in this process (each call completes when submitted)."""
+
+    class exceptions:  # noqa: N801 - mirrors ray.exceptions
+        class RayError(Exception):
+            pass
+
+        RayTaskError = RayError
+
+    def remote(self, fn):
+        return types.SimpleNamespace(
+            options=lambda **kw: types.SimpleNamespace(remote=lambda *a: _Done(fn(*a))))
+
+    def wait(self, refs, num_returns=1):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref, timeout=None):
+        return ref.value
+
+    def cancel(self, ref):
+        pass
+
+
+@pytest.fixture()
+def in_process(monkeypatch):
+    monkeypatch.setattr(_pack_ray, "connect", _InProcess)
+    monkeypatch.setattr(_pack_ray, "_where", lambda: {"pid": os.getpid(), "node": "here"})
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("photos")
+    rng = np.random.default_rng(5)
+    for label in ("a", "b"):
+        os.makedirs(root / label)
+        for j in range(10):
+            Image.fromarray(rng.integers(0, 255, (12 + j, 16, 3), dtype=np.uint8)).save(
+                root / label / f"{j}.png")
+    (root / "b" / "bad.png").write_bytes(b"not a png")
+    return root
+
+
+@pytest.mark.parametrize("format", ["recordio", "tfrecord"])
+@pytest.mark.parametrize("num_shards", [1, 3, 4])
+def test_lanes_reassembled_by_offsets_give_the_local_bytes(in_process, photos, tmp_path, format,
+                                                           num_shards):
+    """The tasks' code run in-process: chunks of 3 images (7 chunks) whose lanes shift
+    after the skipped image, reassembled into exactly the shards of a local pack."""
+    got = {}
+    for backend in ("process", "ray"):
+        out = tmp_path / backend / "train"
+        result = pack_images(photos, out, num_shards=num_shards, encode=EncodeOptions(resize=8),
+                             shuffle=True,
+                             on_error="skip", format=format, num_workers=2, backend=backend)
+        got[backend] = result, {p.name: p.read_bytes() for p in out.parent.iterdir()}
+    (local, local_files), (ray, ray_files) = got["process"], got["ray"]
+    assert ray_files == local_files and len(local_files) >= num_shards + 1
+    assert (ray.counts, ray.skipped) == (local.counts, local.skipped)
+    assert [entry[1] for entry in ray.skipped] == ["b/bad.png"]
+
+
+def test_a_failing_image_leaves_the_output_folder_empty(in_process, photos, tmp_path):
+    out = tmp_path / "out" / "train"
+    with pytest.raises(Exception, match="bad.png") as info:
+        pack_images(photos, out, num_shards=2, backend="ray", num_workers=2)
+    assert any("stage 'pack'" in note for note in info.value.__notes__)
+    assert os.listdir(out.parent) == []

@@ -8,6 +8,8 @@ that namespace, and every Ray process is gone when the fixture returns.
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 import ray_cluster
@@ -85,3 +87,17 @@ def test_process_backend_is_process_true():
         assert ds.name == "prefetch(2, process=True)" and ds.to_list() == [0, 1, 2]
     finally:
         ds.close()
+
+
+def test_a_pipeline_with_worker_stages_pickles_after_running():
+    """What ships the pipeline to the actor: a stage's kept worker pool stays behind."""
+    ds = Dataset.range(6).map(abs, num_workers=2)
+    copy = None
+    try:
+        assert ds.to_list() == list(range(6))
+        copy = pickle.loads(pickle.dumps(ds))
+        assert copy.to_list() == list(range(6))
+    finally:
+        ds.close()
+        if copy is not None:
+            copy.close()
