@@ -35,6 +35,11 @@ def fail_at_seven(x: int) -> int:
     return x
 
 
+def tick(x: int) -> int:
+    time.sleep(0.05)
+    return x
+
+
 def slow(x: int) -> int:
     time.sleep(0.5)
     return x
@@ -119,7 +124,24 @@ def scenarios(cluster, results: dict) -> None:
                             "remote_tb": getattr(exc.__cause__, "tb", "")}
     failing.close()
 
-    # 5. the cluster stopped under a consumer: a named error within the timeout
+    # 5. the actor's node killed: WorkerDiedError (not restarted); the state resumes elsewhere
+    doomed = Dataset.range(N).map(tick).prefetch(2, backend="ray", timeout=20,
+                                                  ray=RayOptions(resources={"second": 1}))
+    it = doomed.iterator()
+    seen = [next(it) for _ in range(3)]
+    state = json.loads(json.dumps(it.get_state()))
+    cluster.kill_node()
+    try:
+        seen += list(it)
+        results["node_lost"] = {"type": None, "seen": seen}
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        results["node_lost"] = {"type": type(exc).__name__, "message": str(exc)[:500]}
+    doomed.close()
+    elsewhere = Dataset.range(N).map(tick).prefetch(2, backend="ray")
+    results["node_lost"]["resumed"] = seen[:3] + list(elsewhere.iterator(state))
+    elsewhere.close()
+
+    # 6. the cluster stopped under a consumer: a named error within the timeout
     results["stopped"] = ray_cluster.stop_under(
         cluster, [sys.executable, __file__, "--trainer", "3"], "item")
 

@@ -52,6 +52,13 @@ def test_exception_surfaces_at_its_item_with_the_actors_traceback(report):
     assert "fail_at_seven" in err["remote_tb"]
 
 
+def test_actor_lost_with_its_node_is_worker_died_and_its_state_resumes_elsewhere(report):
+    lost = report["node_lost"]
+    assert lost["type"] == "WorkerDiedError", lost
+    assert "prefetch(2, backend='ray')" in lost["message"]
+    assert lost["resumed"] == list(range(30))
+
+
 def test_cluster_stopped_under_a_consumer_is_a_named_error(report):
     lines = report["stopped"]["lines"]
     errors = [line for line in lines if line.startswith("error")]
