@@ -299,6 +299,12 @@ def pack_with_tasks(order: Sequence, encode: Callable, writer: Any, *, format: s
             lambda number, result: None)
         for s, shard in enumerate(shards):
             _log("wrote shard %d", s, shard)
+            seen = os.path.getsize(temporaries[s][0])
+            if seen != shard["size"]:
+                raise OSError(
+                    f"{temporaries[s][0]}: a Ray task wrote {shard['size']} bytes and this "
+                    f"process sees {seen}: the output folder must be one file system that "
+                    "every node shares")
         writer.counts = [shard["count"] for shard in shards]
         for _, path, reason in skipped:
             if on_error == "warn":
