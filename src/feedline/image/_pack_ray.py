@@ -8,7 +8,8 @@ tasks (``num_workers`` at once), all on the shared file system beside the output
 
 1. **Encode.** The list, in write order, is cut into chunks of consecutive entries.
    A task reads, decodes and re-encodes its chunk's images and writes the finished
-   records into one fragment file (``.<output>.parts-<token>/<chunk>``), grouped by
+   records into one fragment file in a scratch folder beside the output
+   (``.<first shard's name>.parts-<pid>-<random>/<chunk>``), grouped by
    *lane*: the chunk's ``j``-th written record goes to lane ``j % num_shards``. It
    returns each lane's byte range, keys and record offsets, and the entries it skipped.
 2. **Assemble.** Records go to shards round robin over the records *written*, so once
@@ -19,7 +20,9 @@ tasks (``num_workers`` at once), all on the shared file system beside the output
    offsets moved by where each lane landed — the bytes a local pack writes, since a
    record's framing does not depend on where it starts.
 
-The calling process then commits the set with the shard set's manifest
+The calling process then checks that it sees each shard at the size its task reported
+(else the output folder is not one shared file system: ``OSError``) and commits the set
+with the shard set's manifest
 (:class:`~feedline.sharded.ShardedWriter`: pending manifest, renames, complete
 manifest) only when every task succeeded. A failing image under ``on_error="raise"``
 (or any other failure) cancels the tasks still running, waits for them, and deletes
