@@ -240,5 +240,11 @@ def test_webdataset_image_mode_is_a_decode_option(gray_shard):
     assert np.array_equal(new["png"], old["png"]) and new["cls"] == old["cls"] == 1
     indexed = webdataset.IndexedTarShards([gray_shard], decode=DecodeOptions(fields=["cls"]))
     assert indexed[0]["cls"] == 1 and isinstance(indexed[0]["png"], bytes)
+    with pytest.warns(DeprecationWarning, match="`image_mode` is deprecated") as caught:
+        gray = webdataset.IndexedTarShards([gray_shard], decode=True, image_mode="L")
+    assert gray[0]["png"].shape == (4, 6, 1) and caught[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match="`image_mode` is deprecated"):
+        raw = next(iter(webdataset.read(gray_shard, image_mode="L")))  # no decoding: no effect
+    assert isinstance(raw["png"], bytes)
     with pytest.raises(TypeError, match=r"`image_mode` and `decode.image_mode`"):
         webdataset.read(gray_shard, decode=DecodeOptions(image_mode="L"), image_mode="RGB")
