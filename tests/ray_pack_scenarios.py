@@ -8,6 +8,7 @@ tests compare as JSON.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -87,31 +88,46 @@ class SlowOnSecond:
         return self.encode(item)
 
 
-def pack_losing_a_node(workdir: str, photos: str, cluster) -> dict:
-    """Pack ``photos`` with Ray tasks (the pack's own task code, a slowed encoder) and
-    kill the second node while it encodes; compare with a local pack."""
-    import threading
-
+def slow_pack(photos: str, folder: str, head: str, bar) -> int:
+    """Pack ``photos`` into 2 shards in ``folder`` with Ray tasks (the pack's own task
+    code, its encoder slowed down off ``head``): the records written."""
     from feedline.formats.sharded import ShardedWriter
     from feedline.image import _pack_ray, pack
     from feedline.image.listfile import list_folder
 
-    os.remove(os.path.join(photos, "broken.jpg"))  # scenario 2's, not in a class folder
     items, _ = list_folder(photos)
     config = pack._Config(root=photos, pass_through=False, resize=16, center_crop=False,
                           encoding=".jpg", quality=95, color="rgb", skip_errors=False)
     log = os.path.join(os.environ["FEEDLINE_RAY_PRIVATE"], "calls")
-    encode = SlowOnSecond(pack._RecordTask(config, "recordio", False), log, HEAD_NODE)
-    folder = os.path.join(workdir, "killed-ray")
+    encode = SlowOnSecond(pack._RecordTask(config, "recordio", False), log, head)
     writer = ShardedWriter(os.path.join(folder, "train"), 2, format="recordio", suffix=".rec")
-    bar = pack._Progress(len(items), False)
+    return _pack_ray.pack_with_tasks(items, encode, writer, format="recordio", num_workers=2,
+                                     on_error="raise", bar=bar)[0]
+
+
+class Quiet:
+    def update(self, done: int, final: bool = False) -> None:
+        pass
+
+
+class Loud:
+    def update(self, done: int, final: bool = False) -> None:
+        print("item", done, flush=True)
+
+
+def pack_losing_a_node(workdir: str, photos: str, cluster) -> dict:
+    """Pack ``photos`` with Ray tasks and kill the second node while it encodes; compare
+    with a local pack."""
+    import threading
+
+    os.remove(os.path.join(photos, "broken.jpg"))  # scenario 2's, not in a class folder
+    log = os.path.join(os.environ["FEEDLINE_RAY_PRIVATE"], "calls")
+    folder = os.path.join(workdir, "killed-ray")
     outcome: dict = {}
 
     def run() -> None:
         try:
-            outcome["written"] = _pack_ray.pack_with_tasks(
-                items, encode, writer, format="recordio", num_workers=2, on_error="raise",
-                bar=bar)[0]
+            outcome["written"] = slow_pack(photos, folder, HEAD_NODE, Quiet())
         except Exception:  # noqa: BLE001 - reported to the test
             outcome["error"] = traceback.format_exc()
 
@@ -132,9 +148,33 @@ def pack_losing_a_node(workdir: str, photos: str, cluster) -> dict:
     os.remove(os.path.join(local, "train.lst"))  # pack_with_tasks was given no list to write
     calls = _calls(log)
     mine, theirs = files_of(local), files_of(folder)
-    return {"killed": killed, "outcome": outcome, "items": len(items), "calls": len(calls),
-            "nodes": len({node for node, _ in calls}), "names": [sorted(mine), sorted(theirs)],
+    return {"killed": killed, "outcome": outcome, "items": len(list_images(photos)),
+            "calls": len(calls), "nodes": len({node for node, _ in calls}),
+            "names": [sorted(mine), sorted(theirs)],
             "equal": {n: mine[n] == theirs.get(n) for n in mine}}
+
+
+def list_images(photos: str) -> list:
+    from feedline.image.listfile import list_folder
+
+    return list_folder(photos)[0]
+
+
+def trainer(photos: str, folder: str) -> None:
+    """A slow pack whose cluster is stopped under it: each progress step, then the error
+    that ended it and what is left in ``folder``."""
+    import ray
+
+    ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=False)
+    t0 = time.monotonic()
+    try:
+        slow_pack(photos, folder, "", Loud())
+        print("done", flush=True)
+    except Exception as exc:  # noqa: BLE001 - reported to the scenario
+        print("error", type(exc).__name__, round(time.monotonic() - t0, 1), str(exc)[:300],
+              flush=True)
+    print("left", json.dumps(sorted(os.listdir(folder)) if os.path.isdir(folder) else []),
+          flush=True)
 
 
 def _calls(log: str) -> list[tuple[str, float]]:
@@ -152,6 +192,8 @@ def main(workdir: str, out: str) -> None:
 
 def scenarios(workdir: str, cluster, results: dict) -> None:
     import ray
+
+    import ray_cluster
 
     results["driver_pid"] = os.getpid()
     writers = Writers()
@@ -209,8 +251,19 @@ def scenarios(workdir: str, cluster, results: dict) -> None:
     HEAD_NODE = ray.get_runtime_context().get_node_id()
     results["node_killed"] = pack_losing_a_node(workdir, photos, cluster)
 
+    # 5. the cluster stopped under a pack: a named error, nothing committed or left
+    folder = os.path.join(workdir, "stopped")
+    stopped = ray_cluster.stop_under(
+        cluster, [sys.executable, __file__, "--trainer", photos, folder], "item")
+    left = [line for line in stopped["tail"].splitlines() if line.startswith("left")]
+    stopped["left"] = json.loads(left[-1][len("left"):]) if left else None
+    results["stopped"] = stopped
+
 
 if __name__ == "__main__":
-    t0 = time.monotonic()
-    main(sys.argv[1], sys.argv[2])
-    print(f"scenarios took {time.monotonic() - t0:.1f} s")
+    if sys.argv[1] == "--trainer":
+        trainer(sys.argv[2], sys.argv[3])
+    else:
+        t0 = time.monotonic()
+        main(sys.argv[1], sys.argv[2])
+        print(f"scenarios took {time.monotonic() - t0:.1f} s")

@@ -73,6 +73,15 @@ def test_failing_image_leaves_no_manifest_no_shard_no_temporary(report):
     assert failed["left"] == []
 
 
+def test_cluster_stopped_under_a_pack_is_a_named_error_and_leaves_nothing(report):
+    stopped = report["stopped"]
+    errors = [line for line in stopped["lines"] if line.startswith("error")]
+    assert errors, stopped
+    assert errors[0].split()[1] == "ClusterUnavailableError", stopped
+    assert "stage 'pack'" in errors[0]
+    assert stopped["left"] == [], stopped
+
+
 def test_second_node_killed_while_encoding_changes_no_byte(report):
     case = report["node_killed"]
     assert case["killed"] and "error" not in case["outcome"], case["outcome"]
@@ -102,7 +111,7 @@ class _InProcess:
         return types.SimpleNamespace(
             options=lambda **kw: types.SimpleNamespace(remote=lambda *a: _Done(fn(*a))))
 
-    def wait(self, refs, num_returns=1):
+    def wait(self, refs, num_returns=1, timeout=None):
         return refs[:num_returns], refs[num_returns:]
 
     def get(self, ref, timeout=None):

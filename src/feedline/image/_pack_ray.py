@@ -33,6 +33,10 @@ bytes depend only on its inputs, so a task lost with its node and rerun by Ray (
 here as its original type with the task's traceback as ``__cause__``
 (:class:`~feedline.exceptions.RemoteTraceback`).
 
+When no task has finished for 5 seconds the cluster is probed: gone or unreachable, it
+is a :class:`~feedline.exceptions.ClusterUnavailableError` naming the stage (nothing
+committed, the temporary files removed), never a hang.
+
 Each task's report names the process and Ray node that wrote the file; they are logged
 on the ``feedline.image._pack_ray`` logger at ``DEBUG`` level.
 """
@@ -49,7 +53,7 @@ from typing import Any
 
 from feedline.exceptions import ClusterUnavailableError, PipelineError
 from feedline.image.listfile import write_list
-from feedline.runtime.ray_executor import connect
+from feedline.runtime.ray_executor import connect, reachable
 from feedline.runtime.workers import pack_exception, unpack_exception
 
 __all__ = ["pack_with_tasks", "chunk_ranges"]
@@ -59,6 +63,7 @@ logger = logging.getLogger(__name__)
 _STAGE = "pack"
 _MAX_CHUNK = 256  # images per encode task at most
 _COPY = 1 << 20
+_PROBE_EVERY = 5.0  # seconds without a finished task before the cluster is probed
 
 
 def chunk_ranges(count: int, num_workers: int) -> list[tuple[int, int]]:
@@ -200,13 +205,20 @@ class _Tasks:
         todo = iter(enumerate(calls))
         try:
             while True:
-                for number, args in todo:
-                    self.pending[remote.remote(*args)] = number
-                    if len(self.pending) >= self.limit:
+                while len(self.pending) < self.limit:
+                    call = next(todo, None)
+                    if call is None:
                         break
+                    self.pending[remote.remote(*call[1])] = call[0]
                 if not self.pending:
                     return [r for r in results if r is not None]
-                done, _ = self.ray.wait(list(self.pending), num_returns=1)
+                done, _ = self.ray.wait(list(self.pending), num_returns=1, timeout=_PROBE_EVERY)
+                if not done:
+                    if not reachable(self.ray):
+                        raise ClusterUnavailableError(
+                            f"stage {_STAGE!r}: the Ray cluster cannot be reached (stopped, "
+                            "or its head node is gone); nothing was committed")
+                    continue
                 number = self.pending.pop(done[0])
                 try:
                     result = self.ray.get(done[0])
@@ -216,7 +228,9 @@ class _Tasks:
                     raise unpack_exception(result["error"], stage=_STAGE, position=result["position"])
                 results[number] = result
                 on_done(number, result)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, ClusterUnavailableError):
+                self.pending.clear()  # nothing left to cancel or wait for
             self.stop()
             raise
 

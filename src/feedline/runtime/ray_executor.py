@@ -66,7 +66,8 @@ from feedline.exceptions import (
 from feedline.runtime.executor import Slot, SlotExecutor, run_chunk
 from feedline.runtime.workers import pack_entries, pack_exception, unpack_entries, unpack_exception
 
-__all__ = ["RayExecutor", "RayActorExecutor", "check_ray_options", "cluster_cpus", "require_ray"]
+__all__ = ["RayExecutor", "RayActorExecutor", "check_ray_options", "cluster_cpus", "reachable",
+           "require_ray"]
 
 _OPTIONS = ("chunk_seconds", "depth", "max_retries", "num_cpus", "resources")
 _PROBE_SECONDS = 3.0  # how long a liveness probe of the cluster may take
@@ -144,6 +145,28 @@ def _cluster_id(ray: Any) -> str | None:
         return str(ray.get_runtime_context().gcs_address)
     except Exception:  # noqa: BLE001 - not connected
         return None
+
+
+def reachable(ray: Any) -> bool:
+    """Whether the cluster ``ray`` is connected to answers (alive nodes listed) within
+    a few seconds (a probe in a thread of its own: a lost cluster can block the call).
+
+    >>> import types
+    >>> reachable(types.SimpleNamespace(nodes=lambda: [{"Alive": True}]))
+    True
+    """
+    answer: list[bool] = []
+
+    def probe() -> None:
+        try:
+            answer.append(any(n.get("Alive") for n in ray.nodes()))
+        except Exception:  # noqa: BLE001 - any failure means: not reachable
+            answer.append(False)
+
+    t = threading.Thread(target=probe, daemon=True, name="feedline-ray-probe")
+    t.start()
+    t.join(_PROBE_SECONDS)
+    return bool(answer and answer[0])
 
 
 # ------------------------------------------------------------------ task side
@@ -378,19 +401,7 @@ class RayExecutor(SlotExecutor):
         return StageTimeoutError(stage, position, timeout)
 
     def _reachable(self) -> bool:
-        """Whether the cluster answers (alive nodes listed) within a few seconds."""
-        answer: list[bool] = []
-
-        def probe() -> None:
-            try:
-                answer.append(any(n.get("Alive") for n in self._ray.nodes()))
-            except Exception:  # noqa: BLE001 - any failure means: not reachable
-                answer.append(False)
-
-        t = threading.Thread(target=probe, daemon=True, name="feedline-ray-probe")
-        t.start()
-        t.join(_PROBE_SECONDS)
-        return bool(answer and answer[0])
+        return reachable(self._ray)
 
     def drain(self, timeout: float) -> bool:
         """Outstanding tasks are cancelled, not awaited: nothing to wait for. ``True``
