@@ -151,6 +151,9 @@ def reachable(ray: Any) -> bool:
     """Whether the cluster ``ray`` is connected to answers (alive nodes listed) within
     a few seconds (a probe in a thread of its own: a lost cluster can block the call).
 
+    Args:
+        ray: the ``ray`` module (connected), or anything with its ``nodes()``.
+
     >>> import types
     >>> reachable(types.SimpleNamespace(nodes=lambda: [{"Alive": True}]))
     True
