@@ -544,12 +544,9 @@ class RankPool:
     Args:
         factory: a picklable callable; ``factory(*args)`` builds each rank's object
             after the process has joined the group.
-        nprocs: the number of processes, a positive int (else ``ValueError``/``TypeError``).
-        backend: ``"gloo"``, ``"nccl"`` or ``"mpi"`` (else ``ValueError``); ``None``:
-            :func:`default_backend`.
-        threads_per_process: ``torch.set_num_threads`` in each process; ``None``: with
-            gloo, this machine's cores divided among the processes (at least 1), else
-            torch's default.
+        nprocs: as in :func:`launch`.
+        backend: as in :func:`launch`.
+        threads_per_process: as in :func:`launch`.
 
     Starting processes takes seconds, so the run is not shown as an example here; the
     arguments are checked before any process starts:
