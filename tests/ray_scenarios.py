@@ -16,7 +16,6 @@ import random
 import subprocess
 import sys
 import time
-import traceback
 
 import numpy as np
 
@@ -188,118 +187,94 @@ def trainer(argv: list[str]) -> None:
 
 
 def main(workdir: str, out: str) -> None:
-    import ray
-
-    from ray_cluster import LocalCluster
+    from ray_cluster import run_scenarios
 
     global CORPUS
     CORPUS = make_corpus(workdir)
-    results: dict = {}
-    cluster = LocalCluster()
+    run_scenarios(out, lambda cluster, results: _scenarios(workdir, cluster, results))
+
+
+def _scenarios(workdir: str, cluster, results: dict) -> None:
+    import ray
+
+    from ray_cluster import stop_under
+
+    # 1. shuffle -> map -> batch: the same bytes on every backend
+    results["local"] = digests(pipeline("local"))
+    results["process"] = digests(pipeline("process"))
+    ray_ds = pipeline("ray")
+    results["ray"] = digests(ray_ds)
+    results["ray_epoch2"] = digests(ray_ds)
+    results["process_epoch2"] = digests(_two_epochs_second("process"))
+
+    # 1a. a stream input (items travel with the tasks) and an unordered map
+    stream = Dataset.from_reader(lambda: iter(range(-20, 20)), deterministic=True)
+    results["stream"] = stream.map(abs, num_workers=2, backend="ray").to_list()
+    results["unordered"] = sorted(Dataset.range(30).map(
+        abs, num_workers=2, backend="ray", ordered=False).to_list())
+
+    # 1c. ImageRecordIter's decode stage on the cluster: the batches of processes
+    results["image_iter"] = {b: image_iter_digests(workdir, b) for b in ("process", "ray")}
+
+    # 1b. feedline's formats as Ray Data datasources read what feedline and the peers wrote
+    results["datasources"] = datasources(workdir)
+
+    # 2. state saved mid-epoch, resumed in a new process
+    it = pipeline("ray").iterator()
+    results["before_save"] = digests(it, limit=5)
+    state_path = os.path.join(workdir, "state.json")
+    with open(state_path, "w") as f:
+        json.dump(it.get_state(), f)
+    it.close()
+    results["resumed"] = resume_in_new_process("resume", state_path)
+
+    # 2b. two trainer ranks save mid-epoch; one new process resumes rank 0's state
+    results["all_items"] = sorted(decode_digest(Records(*CORPUS)[i]) for i in range(N_IMAGES))
+    seen: list = []
+    for rank in range(2):
+        it = ranked(rank, 2).iterator()
+        seen += [next(it) for _ in range(9)]
+        if rank == 0:
+            with open(state_path, "w") as f:
+                json.dump(it.get_state(), f)
+        it.close()
+    results["ranks_before"] = seen
+    results["ranks_resumed"] = resume_in_new_process("resume1", state_path)
+
+    # 2c. pack --ray: the same bytes as a local pack
+    results["pack"] = pack_both(workdir)
+
+    # 3. an exception in fn: at its position, not retried
+    got: list = []
     try:
-        cluster.start()
-        os.environ["RAY_ADDRESS"] = cluster.address
-        ray.init(address=cluster.address, log_to_driver=False)
-        cluster.wait_nodes(2)
+        for batch in pipeline("ray", fail_at_seven):
+            got.append(digest(batch))
+    except ArithmeticError as exc:
+        results["error"] = {
+            "type": type(exc).__name__, "message": str(exc), "batches_before": len(got),
+            "notes": getattr(exc, "__notes__", []),
+            "remote_tb": "fail_at_seven" in getattr(exc.__cause__, "tb", ""),
+            "calls": len(open(os.path.join(os.environ["FEEDLINE_RAY_PRIVATE"], "calls7")).read()),
+        }
 
-        # 1. shuffle -> map -> batch: the same bytes on every backend
-        results["local"] = digests(pipeline("local"))
-        results["process"] = digests(pipeline("process"))
-        ray_ds = pipeline("ray")
-        results["ray"] = digests(ray_ds)
-        results["ray_epoch2"] = digests(ray_ds)
-        results["process_epoch2"] = digests(_two_epochs_second("process"))
+    # 4. the second node killed mid-epoch: identical output, nothing lost or repeated
+    global HEAD_NODE
+    HEAD_NODE = ray.get_runtime_context().get_node_id()
+    it = pipeline("ray", slow_decode,
+                  execution=ExecutionOptions(ray=RayOptions(max_retries=5))).iterator()
+    killed = digests(it, limit=2)
+    while len(killed) < N_IMAGES // BATCH and not _second_node_busy():
+        killed += digests(it, limit=1)  # kill only while the second node maps an item
+    cluster.kill_node()
+    killed += digests(it)
+    it.close()
+    results["node_killed"] = killed
+    calls = _node_calls()
+    results["node_killed_calls"] = {"nodes": len({n for n, _ in calls}), "calls": len(calls)}
 
-        # 1a. a stream input (items travel with the tasks) and an unordered map
-        stream = Dataset.from_reader(lambda: iter(range(-20, 20)), deterministic=True)
-        results["stream"] = stream.map(abs, num_workers=2, backend="ray").to_list()
-        results["unordered"] = sorted(Dataset.range(30).map(
-            abs, num_workers=2, backend="ray", ordered=False).to_list())
-
-        # 1c. ImageRecordIter's decode stage on the cluster: the batches of processes
-        results["image_iter"] = {b: image_iter_digests(workdir, b) for b in ("process", "ray")}
-
-        # 1b. feedline's formats as Ray Data datasources read what feedline and the peers wrote
-        results["datasources"] = datasources(workdir)
-
-        # 2. state saved mid-epoch, resumed in a new process
-        it = pipeline("ray").iterator()
-        results["before_save"] = digests(it, limit=5)
-        state_path = os.path.join(workdir, "state.json")
-        with open(state_path, "w") as f:
-            json.dump(it.get_state(), f)
-        it.close()
-        results["resumed"] = resume_in_new_process("resume", state_path)
-
-        # 2b. two trainer ranks save mid-epoch; one new process resumes rank 0's state
-        results["all_items"] = sorted(decode_digest(Records(*CORPUS)[i]) for i in range(N_IMAGES))
-        seen: list = []
-        for rank in range(2):
-            it = ranked(rank, 2).iterator()
-            seen += [next(it) for _ in range(9)]
-            if rank == 0:
-                with open(state_path, "w") as f:
-                    json.dump(it.get_state(), f)
-            it.close()
-        results["ranks_before"] = seen
-        results["ranks_resumed"] = resume_in_new_process("resume1", state_path)
-
-        # 2c. pack --ray: the same bytes as a local pack
-        results["pack"] = pack_both(workdir)
-
-        # 3. an exception in fn: at its position, not retried
-        got: list = []
-        try:
-            for batch in pipeline("ray", fail_at_seven):
-                got.append(digest(batch))
-        except ArithmeticError as exc:
-            results["error"] = {
-                "type": type(exc).__name__, "message": str(exc), "batches_before": len(got),
-                "notes": getattr(exc, "__notes__", []),
-                "remote_tb": "fail_at_seven" in getattr(exc.__cause__, "tb", ""),
-                "calls": len(open(os.path.join(os.environ["FEEDLINE_RAY_PRIVATE"], "calls7")).read()),
-            }
-
-        # 4. the second node killed mid-epoch: identical output, nothing lost or repeated
-        global HEAD_NODE
-        HEAD_NODE = ray.get_runtime_context().get_node_id()
-        it = pipeline("ray", slow_decode,
-                      execution=ExecutionOptions(ray=RayOptions(max_retries=5))).iterator()
-        killed = digests(it, limit=2)
-        while len(killed) < N_IMAGES // BATCH and not _second_node_busy():
-            killed += digests(it, limit=1)  # kill only while the second node maps an item
-        cluster.kill_node()
-        killed += digests(it)
-        it.close()
-        results["node_killed"] = killed
-        calls = _node_calls()
-        results["node_killed_calls"] = {"nodes": len({n for n, _ in calls}), "calls": len(calls)}
-
-        # 5. the cluster stopped under a running pipeline: a named error within timeout
-        trainer_proc = subprocess.Popen(
-            [sys.executable, __file__, "--trainer", "stopped", "4", *CORPUS],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        lines = []
-        assert trainer_proc.stdout is not None
-        for line in trainer_proc.stdout:
-            lines.append(line.strip())
-            if line.startswith("batch"):
-                break
-        ray.shutdown()
-        cluster.stop()
-        rest, _ = trainer_proc.communicate(timeout=120)
-        lines += [line for line in rest.splitlines() if line.startswith(("batch", "error"))]
-        results["stopped"] = {"lines": lines, "returncode": trainer_proc.returncode,
-                              "tail": rest[-2000:]}
-    except Exception:  # noqa: BLE001 - reported to the test
-        results["crash"] = traceback.format_exc()
-    finally:
-        try:
-            ray.shutdown()
-        finally:
-            cluster.stop()
-        with open(out, "w") as f:
-            json.dump(results, f)
+    # 5. the cluster stopped under a running pipeline: a named error within timeout
+    results["stopped"] = stop_under(
+        cluster, [sys.executable, __file__, "--trainer", "stopped", "4", *CORPUS], "batch")
 
 
 def _node_calls() -> list[tuple[str, float]]:
