@@ -146,12 +146,9 @@ def slice_input_producer(tensor_list: Sequence[Any], num_epochs: int | None = No
     Args:
         tensor_list: arrays (anything ``numpy.asarray`` takes) with equal first
             dimensions; none raises ``ValueError``. One array gives a list of one tensor.
-        num_epochs: passes over the rows, a positive int; ``None``: forever. After
-            the last, readers raise ``OutOfRangeError``.
-        shuffle: a new random order of the rows every epoch (a permutation, per epoch,
-            of the whole list); ``False``: the order given.
-        seed: the seed of those orders (the same seed gives the same orders); ``None``:
-            a fresh seed each time the producer is made.
+        num_epochs: as in :func:`string_input_producer`, counted in passes over the rows.
+        shuffle: as in :func:`string_input_producer`, over the rows.
+        seed: as in :func:`string_input_producer`.
         capacity: rows read ahead by the input's runner, a positive int.
         shared_name: accepted for TensorFlow's signature; ignored.
         name: the runner's name; ``None``: ``"slice_input_producer"``.
@@ -179,10 +176,10 @@ def range_input_producer(limit: int, num_epochs: int | None = None, shuffle: boo
 
     Args:
         limit: how many integers, a positive int; the values are int32.
-        num_epochs: as in :func:`slice_input_producer`, counted in passes over the
+        num_epochs: as in :func:`string_input_producer`, counted in passes over the
             integers.
-        shuffle: as in :func:`slice_input_producer`, over the integers.
-        seed: as in :func:`slice_input_producer`.
+        shuffle: as in :func:`string_input_producer`, over the integers.
+        seed: as in :func:`string_input_producer`.
         capacity: integers read ahead by the input's runner, a positive int.
         shared_name: accepted for TensorFlow's signature; ignored.
         name: the runner's name; ``None``: ``"range_input_producer"``.
