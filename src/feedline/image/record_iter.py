@@ -41,82 +41,13 @@ was about 10% faster for ``float32`` output and up to 10% slower for ``uint8``, 
 ``uint8``. Both give bit-identical batches. The arithmetic is the per-image
 :class:`~feedline.image.augment.Normalize`'s, so the values are bit-identical.
 
-Semantics, field by field:
+Each option is one field of :class:`ImageRecordIterConfig`, whose ``Args:`` table gives
+its exact semantics, valid values, default and error. Two rules span the options:
 
-* **dataset**: ``path_imgrec`` (one path, a list, or MXNet's ``"a.rec;b.rec"``; files
-  ending in ``.tfrecord`` are read as TFRecord unless ``format`` says otherwise),
-  ``path_imgidx`` (default: ``x.rec`` -> ``x.idx``, and when that does not exist the
-  ``.rec`` is scanned once at start, nothing written; for TFRecord the sidecar index
-  ``<path>.index`` of :func:`feedline.tfrecord.build_index`, else the file is scanned
-  once),
-  ``data_shape`` ``(C, H, W)`` with ``C`` 3 (RGB) or 1 (grayscale), ``label_width``.
-  A record whose header carries several labels (``flag > 0``) must carry exactly
-  ``label_width`` of them, as in MXNet.
-* **parts**: ``num_parts``/``part_index`` split the records by count, as MXNet's indexed
-  InputSplit does: ``step = ceil(n / num_parts)``, part ``r`` reads records ``[r * step,
-  min((r + 1) * step, n))`` in file order (trailing parts may be empty). The parts are
-  disjoint and together read every record exactly once.
-* **batch**: ``round_batch=True`` (MXNet's default) completes the last batch of an epoch
-  with the first records of that epoch, and its ``pad`` (``batch.pad``, ``it.pad``,
-  ``it.getpad()``) is the number of such repeats, as in MXNet; every other batch has
-  ``pad == 0``. ``round_batch=False`` yields a smaller last batch with ``pad == 0`` —
-  MXNet 1.9.1 also reports ``pad == 0`` there, but returns a full-size array whose
-  trailing rows are left over from the previous batch; feedline returns only the real
-  rows. ``batch.index`` holds the global record positions of the rows (``int64``;
-  MXNet 1.9.1's ImageRecordIter leaves it all zeros).
-* **labels**: from each record's header (``label_width`` of them), or, with
-  ``path_imglist``, from an MXNet ``.lst`` file, looked up by the record's image index
-  (its header id; RecordIO only); a record whose index the list lacks raises.
-* **augmentation** (applied in this order): ``resize`` (shorter side, MXNet's ``-1``
-  or ``None`` = off), ``pad``/``fill_value``, then a crop to ``(H, W)`` —
-  ``random_resized_crop`` (area ``min_random_area..max_random_area``, aspect ratio
-  ``min_aspect_ratio..max_aspect_ratio``), else ``rand_crop`` (uniform position), else
-  the centre —, ``brightness``/``contrast``/``saturation`` jitter, ``rand_mirror``
-  (probability 0.5) or ``mirror`` (always), then for ``float32`` output
-  ``(x - mean) / std * scale`` per channel (``mean_r/g/b``, ``std_r/g/b``) or ``(x -
-  mean_img) * scale`` with a mean image of shape ``data_shape``: an array, a ``.npy``
-  file, or an MXNet NDArray file (``mx.nd.save``'s format, the array named
-  ``mean_img``); a ``mean_img`` path that does not exist is computed, as MXNet does, over
-  every record through the configured augmenters, random crops, mirrors and jitter
-  included (drawn as in epoch 0 for ``seed``), and saved there in MXNet's format;
-  ``mean_img_crops="center"`` computes it through the deterministic steps only (resize,
-  pad, centre crop). For ``dtype="uint8"`` output MXNet ignores the mean, ``std_*`` and
-  ``scale``; so does feedline, with a ``RuntimeWarning``.
-  ``inter_method`` 0/1/2/4 is nearest/bilinear/bicubic/lanczos (MXNet's 3 = area maps
-  to Pillow's ``box``). An image smaller than ``(H, W)`` after resize and pad raises.
-  ``augmenter=`` replaces all of this by any :class:`~feedline.image.augment.Compose`
-  whose output is ``data_shape``. ``decode_plan=True`` (the default, a feedline
-  addition) lets the chain plan the decode (:meth:`~feedline.image.augment.Compose.decode`:
-  a ``random_resized_crop`` box at least twice ``(H, W)`` is decoded at 1/2, 1/4 or 1/8
-  DCT scale, within the tolerance documented there); ``decode_plan=False`` decodes every
-  image in full first, exactly as before.
 * **randomness**: every random choice for record ``i`` (its position in the whole
   dataset) in epoch ``e`` comes from ``SeedSequence([seed, e, i])``, whichever worker
   decodes it; the shuffle order of epoch ``e`` from ``(seed, e)``. Epoch ``e`` is the
   ``e``-th pass (``reset()`` or a new ``for`` loop after the end starts the next one).
-* **backend**: ``preprocess_threads`` workers decode and augment (``0``: in the
-  consuming thread), threads, processes or Ray tasks as ``backend`` says (``"auto"``,
-  ``"thread"``, ``"process"`` or ``"ray"``: the decode stage on the cluster that
-  ``ray.init()``/``RAY_ADDRESS`` names, the same batches bit for bit; a feedline addition), ``prefetch_buffer`` batches are prepared ahead, ``dtype``
-  ``"float32"``, ``"uint8"`` (no normalisation) or ``"int8"`` (MXNet's: the pixel minus
-  the mean — ``mean_r/g/b`` or ``mean_img`` — rounded to nearest, ties to even, and
-  saturated to ``[-128, 127]``; ``std_*`` and ``scale`` are not applied, as in MXNet).
-* **ctx**: MXNet's ``"cpu"``, ``"gpu"``, ``"gpu(N)"`` (or ``"cuda:N"``, a
-  ``torch.device``). A GPU ``ctx`` gives torch tensors on that device (``output``
-  defaults to ``"torch"`` then; ``output="numpy"`` with a GPU raises). As in MXNet,
-  ``ctx`` is a hint: with no CUDA device it issues a ``RuntimeWarning`` and the batches
-  stay on the CPU. ``"cpu"`` changes nothing.
-* **output**: ``"numpy"`` (default), ``"torch"``, or ``"mxnet"``: ``mx.nd.NDArray``
-  batches (needs MXNet importable), so ``mx.mod.Module.fit`` and Gluon loops
-  (``batch.data[0].as_in_context(ctx)``) run unchanged; ``tests/test_mxnet_training.py``
-  runs the MXNet page's iterator under ``Module.fit``.
-* **errors**: ``on_error="raise"`` (default): an undecodable image raises
-  :class:`~feedline.exceptions.DecodeError` naming file and record. ``on_error="skip"``
-  (MXNet's behaviour): the image is replaced by the next record of the part in file
-  order, so batches stay full and every rank keeps the same batch count; the first
-  10 skips are logged (``logging``, file and record), all are counted in
-  ``it.skipped`` / ``it.stats()``, and ``max_skips=N`` raises ``DecodeError`` once more
-  than ``N`` images were skipped.
 * **resume**: ``it.get_state()`` / ``it.set_state(state)`` (or ``state=`` in the
   constructor) continue with exactly the batches the uninterrupted iterator would have
   produced next.
@@ -446,18 +377,190 @@ def _number(name: str, value: Any) -> float:
 
 @dataclasses.dataclass
 class ImageRecordIterConfig:
-    """Every option of :class:`ImageRecordIter`, by MXNet's names, with its default;
-    :meth:`validate` checks them (messages name the option) and resolves ``"auto"``
-    choices. The module docstring gives each option's semantics.
+    """Every option of :class:`ImageRecordIter`, by MXNet's names, with its default.
+
+    :meth:`validate` checks the options that need no file and resolves the ``"auto"``
+    choices; the rest (paths, augmentation numbers, ``mean_img``) are checked when
+    :class:`ImageRecordIter` is built. Either way the message names the option.
+
+    The default per-image chain runs, in this order: ``resize``, ``pad``, one crop to
+    ``(H, W)`` (``random_resized_crop``, else ``rand_crop``, else the centre), the
+    ``brightness``/``contrast``/``saturation`` jitter, the mirror (``rand_mirror``, else
+    ``mirror``), then the normalisation ``dtype`` calls for: ``(x - mean) / std * scale``
+    per channel, or ``(x - mean_img) * scale``. An image smaller than ``(H, W)`` after
+    ``resize`` and ``pad`` raises :class:`~feedline.exceptions.DecodeError` (an
+    undecodable image, as far as ``on_error`` goes).
 
     The fields stay flat on purpose, unlike the option groups elsewhere in feedline
     (:class:`~feedline.ErrorOptions`, :class:`~feedline.image.EncodeOptions`): this is
     the MXNet face, whose users pass ``mx.io.ImageRecordIter``'s keywords unchanged, so
     each field is exactly one of MXNet's keywords (``ImageRecordIter(**kwargs)`` fills it
-    one to one), and :meth:`validate`'s checks span what groups would split
+    one to one), and the checks span what groups would split
     (``rand_crop`` with the random-area bounds, ``mean_r`` with ``mean_img``,
     ``on_error`` with ``max_skips``). Groups would only add a second spelling of the
     same options.
+
+    Args:
+        path_imgrec: the record files, read as one sequence of records in this order: one
+            path, a list of paths, or MXNet's ``"a.rec;b.rec"``. RecordIO ``.rec`` (from
+            ``feedline pack`` or MXNet's ``im2rec``) or TFRecord shards of
+            ``tf.train.Example`` with ``image/encoded`` and ``image/class/label`` (see
+            ``format``). Another type raises ``TypeError``, no path ``ValueError``, a
+            missing file ``FileNotFoundError``.
+        data_shape: ``(C, H, W)`` of every image, positive ints with ``C`` 3 (RGB) or 1
+            (grayscale), else ``ValueError``; ``data`` is ``(batch_size, C, H, W)``.
+        batch_size: images per batch, a positive int (else ``ValueError``).
+        path_imgidx: the index sidecars, one per record file, in the forms
+            ``path_imgrec`` takes (another count raises ``ValueError``). ``None`` (the
+            default) or ``""``: ``x.rec`` uses ``x.idx``, and when that does not exist
+            the ``.rec`` is scanned once at start (nothing written); a TFRecord file uses
+            the ``<path>.index`` of :func:`feedline.tfrecord.build_index`, else it is
+            scanned once.
+        path_imglist: an MXNet ``.lst`` file to take the labels from instead of the
+            record headers, looked up by each record's image index (its header id);
+            RecordIO only (else ``ValueError``). An entry with other than
+            ``label_width`` labels, or an index listed twice, raises
+            :class:`~feedline.exceptions.DataError`; a record whose index the list lacks
+            raises :class:`~feedline.exceptions.DecodeError`. ``None`` (the default) or
+            ``""``: the labels in the headers.
+        label_width: labels per record, a positive int (else ``ValueError``); ``label``
+            is ``(batch_size,)`` for 1 (the default), ``(batch_size, label_width)``
+            above. A record with another number of labels raises
+            :class:`~feedline.exceptions.DecodeError`, as in MXNet.
+        round_batch: ``True`` (MXNet's default) completes the last batch of an epoch
+            with the first records of that epoch, and that batch's ``pad``
+            (``batch.pad``, ``it.pad``, ``it.getpad()``) is the number of such repeats;
+            every other batch has ``pad == 0``. ``False``: the last batch is smaller,
+            with ``pad == 0`` (MXNet 1.9.1 returns a full-size array there whose
+            trailing rows are left over from the previous batch).
+        resize: resize each image first so that its shorter side is this many pixels
+            (aspect ratio kept), a positive int (else ``ValueError``); ``-1`` (MXNet's
+            default) or ``None``: no resize.
+        rand_crop: crop ``(H, W)`` at a uniformly random position (unless
+            ``random_resized_crop``); ``False`` (the default): the centre.
+        random_resized_crop: crop a box of random area (``min_random_area`` ..
+            ``max_random_area``) and aspect ratio (``min_aspect_ratio`` ..
+            ``max_aspect_ratio``) at a random place and resize it to ``(H, W)``, as
+            :class:`~feedline.image.augment.RandomResizedCrop` does; takes precedence
+            over ``rand_crop``.
+        min_random_area: the smallest fraction of the image area the
+            ``random_resized_crop`` box covers (used only with it); a number with ``0 <
+            min_random_area <= max_random_area <= 1``, else ``TypeError``/``ValueError``.
+        max_random_area: the largest such fraction; 1.0 (the default) allows the whole
+            image.
+        min_aspect_ratio: the smallest width / height ratio of the
+            ``random_resized_crop`` box, drawn log-uniformly; ``None`` (the default):
+            ``1 / max_aspect_ratio``, or 3/4 when both are ``None``. The range must have
+            ``0 < low <= high``, else ``ValueError``.
+        max_aspect_ratio: the largest such ratio; ``None`` (the default):
+            ``1 / min_aspect_ratio``, or 4/3 when both are ``None``.
+        rand_mirror: flip each image horizontally with probability 0.5; takes
+            precedence over ``mirror``.
+        mirror: flip every image horizontally (unless ``rand_mirror``).
+        brightness: jitter strength ``v``: each image is multiplied by a factor drawn
+            uniformly from ``[max(0, 1 - v), 1 + v]``; a number (else ``TypeError``), 0
+            (the default) turns it off. The three jitters run in a random order, as in
+            :class:`~feedline.image.augment.ColorJitter`.
+        contrast: strength of the contrast jitter (a blend with the image's mean luma);
+            0 (the default) turns it off.
+        saturation: strength of the saturation jitter (a blend with each pixel's luma;
+            none on grayscale); 0 (the default) turns it off.
+        pad: pixels added on every side after ``resize``, before the crop; a
+            non-negative int (else ``ValueError``), 0 (the default): none.
+        fill_value: the value of the padded pixels, every channel (clipped to
+            ``[0, 255]``); 255 by default.
+        inter_method: the interpolation of ``resize`` and ``random_resized_crop``:
+            MXNet's 0 nearest, 1 bilinear (the default), 2 bicubic, 3 area (Pillow's
+            ``box``), 4 lanczos; another value raises ``ValueError``.
+        mean_r: subtracted from the red channel (the only one when ``C`` is 1) for
+            ``float32`` and ``int8`` output; a number (else ``TypeError``), 0 by default.
+        mean_g: the same for the green channel.
+        mean_b: the same for the blue channel.
+        std_r: divides the red channel after the mean, ``float32`` output only; 1 by
+            default.
+        std_g: the same for the green channel.
+        std_b: the same for the blue channel.
+        scale: multiplies the normalised ``float32`` value last; a positive number
+            (else ``ValueError``/``TypeError``), 1 by default.
+        mean_img: a mean image of shape ``data_shape`` (else ``ValueError``) subtracted
+            instead of ``mean_r/g/b`` (``std_*`` are then unused): an array, a ``.npy``
+            file, or an MXNet NDArray file (``mx.nd.save``'s format: the array named
+            ``mean_img`` or its only array, else ``ValueError``). A path that does not exist is computed,
+            as MXNet does, over every record of every part through the augmenters
+            ``mean_img_crops`` names, and saved there in MXNet's format. ``None`` (the
+            default) or ``""``: the per-channel means.
+        mean_img_crops: what a computed ``mean_img`` goes through: ``"augmented"`` (the
+            default, as MXNet): every configured augmenter, random crops, mirrors and
+            jitter included, drawn as in epoch 0 for ``seed``; ``"center"``: the
+            deterministic steps only (resize, pad, centre crop). Else ``ValueError``.
+        augmenter: any :class:`~feedline.image.augment.Compose` (else ``TypeError``)
+            whose output has shape ``data_shape``; it replaces the whole default chain
+            and the normalisation, so ``resize`` .. ``mean_img`` are unused. ``None``
+            (the default): the chain built from those options.
+        preprocess_threads: workers that decode and augment batches, a non-negative int
+            (else ``ValueError``); 0: in the consuming thread. 4 by default.
+        backend: what the workers are: ``"thread"``, ``"process"``, ``"ray"`` (Ray
+            tasks on the cluster that ``ray.init()``/``RAY_ADDRESS`` names, the same
+            batches bit for bit; a feedline addition), or ``"auto"`` (the default):
+            threads for ``float32`` output, processes otherwise (the faster, as measured
+            above). Another value raises ``ValueError``.
+        prefetch_buffer: batches prepared ahead of the consumer, a positive int (else
+            ``ValueError``).
+        shuffle: shuffle this part's records anew every epoch (epoch ``e``'s order from
+            ``(seed, e)``); ``False`` (the default): file order.
+        seed: seeds the shuffle and every random augmentation (see the module
+            docstring); a non-negative int (else ``ValueError``).
+        num_parts: how many disjoint parts the records are split into by count, as
+            MXNet's indexed InputSplit does: with ``step = ceil(n / num_parts)``, part
+            ``r`` reads records ``[r * step, min((r + 1) * step, n))`` in file order
+            (trailing parts may be empty; see :func:`part_range`). A positive int, else
+            ``ValueError``.
+        part_index: the part this iterator reads, in ``[0, num_parts)`` (else
+            ``ValueError``).
+        dtype: ``"float32"`` (the default, normalised); ``"uint8"``, not normalised:
+            ``mean_*``, ``std_*``, ``scale`` and ``mean_img`` are ignored as in MXNet,
+            with a ``RuntimeWarning`` when any is set; or ``"int8"`` (MXNet's): the pixel
+            minus the mean (``mean_r/g/b`` or ``mean_img``) rounded to nearest, ties to
+            even, and saturated to ``[-128, 127]``, without ``std_*`` and ``scale``.
+            Another value raises ``ValueError``.
+        format: ``"recordio"`` or ``"tfrecord"`` for every file (else ``ValueError``);
+            ``None`` (the default): ``"tfrecord"`` when every path ends in
+            ``.tfrecord``, else ``"recordio"``.
+        output: what the batches hold: ``"numpy"`` arrays, ``"torch"`` tensors, or
+            ``"mxnet"`` ``mx.nd.NDArray`` (needs MXNet importable, else
+            ``ImportError``), so ``mx.mod.Module.fit`` and Gluon loops run unchanged.
+            ``None`` (the default): ``"torch"`` when ``ctx`` names a GPU torch sees,
+            else ``"numpy"``. Another value raises ``ValueError``.
+        ctx: MXNet's device: ``"cpu"``, ``"gpu"``, ``"gpu(N)"`` (or ``"cuda:N"``, a
+            ``torch.device``). A GPU gives torch tensors on it (then ``output="numpy"``
+            raises ``ValueError``); with no CUDA device it is a hint, as in MXNet:
+            a ``RuntimeWarning``, and the batches stay on the CPU. ``None`` (the
+            default) and ``"cpu"`` change nothing; ``output="mxnet"`` makes its arrays
+            on the CPU context.
+        data_name: the name of the data in ``provide_data``; ``"data"`` by default.
+        label_name: the name of the label in ``provide_label``; ``"softmax_label"`` by
+            default.
+        on_error: ``"raise"`` (the default): an image that cannot be decoded or
+            augmented (or whose record header or labels do not fit) raises
+            :class:`~feedline.exceptions.DecodeError` naming file and record. ``"skip"`` (MXNet's behaviour): the image is replaced by the next
+            record of the part in file order, so batches stay full and every rank keeps
+            the same batch count; the first 10 skips are logged (``logging``, file and
+            record), all are counted in ``it.skipped`` / ``it.stats()``. Another value
+            raises ``ValueError``.
+        max_skips: with ``on_error="skip"``, raise ``DecodeError`` once more than this
+            many images were skipped; a non-negative int, and only with
+            ``on_error="skip"`` (else ``ValueError``). ``None`` (the default): no limit.
+        decode_plan: ``True`` (the default, a feedline addition): the chain plans the
+            decode (:meth:`~feedline.image.augment.Compose.decode`): a
+            ``random_resized_crop`` box at least twice ``(H, W)`` is decoded at 1/2, 1/4
+            or 1/8 DCT scale, within the tolerance documented there. ``False``: every
+            image is decoded in full first.
+        verbose: log the configuration (files, part, records, batches, workers,
+            augmenters) at INFO on the logger ``feedline.image.record_iter`` rather than
+            at DEBUG; MXNet prints it. ``False`` by default.
+        state: a :meth:`ImageRecordIter.get_state` dict to resume from (the constructor
+            ends with ``set_state(state)``); ``None`` (the default): start at the first
+            batch.
 
     >>> cfg = ImageRecordIterConfig(path_imgrec="a.rec", data_shape=(3, 8, 8), batch_size=2)
     >>> cfg.validate().backend, cfg.round_batch
@@ -581,17 +684,26 @@ class ImageRecordIterConfig:
 class ImageRecordIter(DataIter, Closeable):
     """Batches of decoded, augmented images from packed records; see the module docstring.
 
-    Takes the options of :class:`ImageRecordIterConfig` (MXNet's names), keyword-only.
-    ``augmenter`` is the per-image :class:`~feedline.image.augment.Compose` the workers
-    run; ``normalize`` the :class:`~feedline.image.augment.Normalize` applied to whole
-    batches afterwards (``None`` for uint8 output or a custom ``augmenter``).
+    Its ``**options`` are the fields of :class:`ImageRecordIterConfig` (MXNet's
+    ``mx.io.ImageRecordIter`` keywords), keyword-only; that class's table documents each
+    one. ``it.config`` is the validated configuration; ``it.augmenter`` the per-image
+    :class:`~feedline.image.augment.Compose` the workers run; ``it.normalize`` the
+    :class:`~feedline.image.augment.Normalize` applied to whole batches afterwards
+    (``None`` for uint8 output or a custom ``augmenter``).
 
     Each batch is a :class:`feedline.mxnet.DataBatch`: ``batch.data[0]``,
     ``batch.label[0]``, ``batch.pad``, ``batch.index`` (the global record positions of
-    its rows), and ``data, label = batch`` as before. Iterate it once per epoch; a new
+    its rows, ``int64``; MXNet 1.9.1's ImageRecordIter leaves it all zeros), and
+    ``data, label = batch`` as before. Iterate it once per epoch; a new
     ``for`` loop after the end (or ``reset()``) starts the next epoch. ``it.pad`` is the
     pad of the batch last returned. ``num_records`` is the size of this part; ``len(it)``
     the number of batches per epoch. Close it (or use ``with``) to stop the workers.
+
+    Args:
+        **options: the fields of :class:`ImageRecordIterConfig`, by name:
+            ``path_imgrec``, ``data_shape`` and ``batch_size`` are required, the others
+            default as listed there. A missing or unknown keyword raises ``TypeError``;
+            a bad value raises what its row in :class:`ImageRecordIterConfig` says.
 
     >>> import os, tempfile
     >>> from PIL import Image
@@ -966,8 +1078,18 @@ class ImageRecordIter(DataIter, Closeable):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Continue from ``state`` (from :meth:`get_state` of an iterator with the same
-        configuration)."""
+        """Continue from ``state``: the next batch is the one the iterator that saved it
+        would have produced next.
+
+        Args:
+            state: a :meth:`get_state` dict of an iterator with the same configuration.
+                A value that is not such a dict raises
+                :class:`~feedline.exceptions.StateError`, and one whose ``served``,
+                ``done``, ``skipped`` or ``pipeline`` has the wrong type or range
+                :class:`~feedline.exceptions.InvalidStateError` (a ``StateError``), both
+                before anything changes; a ``pipeline`` state that does not fit this
+                pipeline raises ``StateError`` after the current epoch was ended.
+        """
         if not isinstance(state, dict) or state.get("type") != "image_record_iter":
             raise StateError(f"not an ImageRecordIter state: {state!r}")
         kind = "image_record_iter"
