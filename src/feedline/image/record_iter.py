@@ -502,8 +502,8 @@ class ImageRecordIterConfig:
         backend: what the workers are: ``"thread"``, ``"process"``, ``"ray"`` (Ray
             tasks on the cluster that ``ray.init()``/``RAY_ADDRESS`` names, the same
             batches bit for bit; a feedline addition), or ``"auto"`` (the default):
-            threads for ``float32`` output, processes otherwise (the faster, as measured
-            above). Another value raises ``ValueError``.
+            threads for ``float32`` output, processes otherwise (the faster, as the
+            module docstring measures). Another value raises ``ValueError``.
         prefetch_buffer: batches prepared ahead of the consumer, a positive int (else
             ``ValueError``).
         shuffle: shuffle this part's records anew every epoch (epoch ``e``'s order from
