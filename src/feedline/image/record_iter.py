@@ -96,6 +96,7 @@ from typing import Any
 
 import numpy as np
 
+from feedline._internal.array_pool import ArrayPool
 from feedline._internal.closing import Closeable
 from feedline._internal.state import state_bool, state_int
 from feedline._internal.validate import non_negative_int, one_of, positive_int
@@ -183,6 +184,11 @@ class _Positioned(RandomAccessDataset):
         return epoch, position, self._files._getitem(position)
 
 
+#: batch arrays a decoder keeps for reuse (at most what is ever in flight at once: the
+#: decode threads' batches, the prefetched ones and the consumer's)
+_POOL_KEEP = 32
+
+
 class _BatchDecoder:
     """Turn a list of ``(epoch, position, record)`` into one ``(data, label, index,
     skipped)`` batch: each image decoded and augmented straight into its row of ``data``,
@@ -197,7 +203,10 @@ class _BatchDecoder:
 
     Picklable: this object is what the map workers run. In a worker process (a pid other
     than the creator's) the result is always copied to the consumer, so the worker
-    reuses one ``data`` buffer instead of touching fresh memory for every batch.
+    reuses one ``data`` buffer instead of touching fresh memory for every batch. In the
+    creator's process (decode threads) each batch's ``data`` goes to the consumer as it
+    is, and comes from an :class:`~feedline._internal.array_pool.ArrayPool`: a batch the
+    consumer has dropped is filled again rather than a new one faulted in page by page.
     """
 
     def __init__(
@@ -233,10 +242,12 @@ class _BatchDecoder:
         self.mode = "RGB" if data_shape[0] == 3 else "L"
         self._creator = os.getpid()
         self._buffer: np.ndarray | None = None
+        self._pool: ArrayPool | None = ArrayPool(keep=_POOL_KEEP)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_buffer"] = None
+        state["_pool"] = None
         return state
 
     def _split(self, record: bytes, position: int) -> tuple[bytes, np.ndarray]:
@@ -275,8 +286,10 @@ class _BatchDecoder:
 
     def _data(self, n: int) -> np.ndarray:
         shape = (n, *self.data_shape)
-        if os.getpid() == self._creator:
-            return np.empty(shape, dtype=self.dtype)  # handed to the consumer as it is
+        if os.getpid() == self._creator:  # handed to the consumer as it is
+            if self._pool is None:  # a copy unpickled in this process
+                return np.empty(shape, dtype=self.dtype)
+            return self._pool.take(shape, self.dtype)
         if self._buffer is None or self._buffer.shape != shape:
             self._buffer = np.empty(shape, dtype=self.dtype)
         return self._buffer
@@ -823,6 +836,7 @@ class ImageRecordIter(DataIter, Closeable):
             decode_plan=cfg.decode_plan,
         )
         self._max_skips = cfg.max_skips
+        self._decoder = decoder
         self._map = source.group(self.batch_size).map(
             decoder, num_workers=cfg.preprocess_threads, name="decode_augment", backend=self.backend)
         pipeline: Dataset = self._map
