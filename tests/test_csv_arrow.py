@@ -45,19 +45,22 @@ COLUMN = [  # values each column holds, near the edges of its type
     st.floats().map(repr),
 ]
 ROW = st.tuples(*COLUMN).map(list)
+GOOD = st.tuples(st.integers(-2**31, 2**31 - 1).map(str), COLUMN[1],
+                 st.integers(-2**63, 2**63 - 1).map(str),
+                 st.text(st.characters(blacklist_characters=',;|\t"\n\r',
+                                       blacklist_categories=("Cs",)), min_size=1, max_size=4),
+                 COLUMN[4]).map(list)
 DAMAGED = st.lists(st.one_of(ODD, *COLUMN), min_size=0, max_size=7)
 
 
-def _clean_row(row, odd):
-    return row if odd is None else [odd if i == odd[1] else v for i, v in enumerate(row)]
-
-
 LINE = st.one_of(
-    ROW, ROW, ROW,
+    GOOD, GOOD, GOOD, GOOD, GOOD, ROW,
     st.tuples(ROW, ODD, st.integers(0, 4)).map(lambda t: t[0][:t[2]] + [t[1]] + t[0][t[2] + 1:]),
     st.tuples(ROW, st.just("extra")).map(lambda t: t[0] + [t[1]]),  # 6 fields
     DAMAGED,
 )
+
+MOSTLY_GOOD = st.one_of(*[GOOD] * 15, LINE)  # long runs of clean lines, then damage
 
 
 def _write(path, lines, delim, crlf, last_newline, header, compress):
@@ -74,30 +77,32 @@ def _write(path, lines, delim, crlf, last_newline, header, compress):
 
 @pytest.fixture(autouse=True)
 def _restore():
-    block = CSVReader._arrow_block
+    block, least = CSVReader._arrow_block, CSVReader._arrow_min_block
     yield
-    CSVReader._arrow_block = block
+    CSVReader._arrow_block, CSVReader._arrow_min_block = block, least
     use_engine("arrow")
 
 
-@settings(max_examples=120, deadline=None,
+@settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(lines=st.lists(LINE, max_size=30), on_error=st.sampled_from(["raise", "skip", "warn"]),
+@given(lines=st.one_of(st.lists(LINE, max_size=40), st.lists(MOSTLY_GOOD, min_size=20, max_size=120)), on_error=st.sampled_from(["raise", "skip", "warn"]),
        batch_size=st.sampled_from([None, 1, 7, 64, 1000]), required=st.booleans(),
        select=st.sampled_from([None, None, [0, 1, 2, 3, 4], [1, 3], [0, 4]]),
        na=st.sampled_from(["", "NA", "nan"]), delim=st.sampled_from([",", ";", "\t"]),
        quote=st.booleans(), crlf=st.booleans(), last_newline=st.booleans(),
        header=st.booleans(), compress=st.sampled_from([False, False, False, True]),
-       block=st.sampled_from([1, 40, 300, 1 << 22]), resume_at=st.integers(0, 40))
+       block=st.sampled_from([1, 40, 300, 1 << 22]), least=st.sampled_from([1, 64, 1 << 16]),
+       resume_at=st.integers(0, 40))
 def test_arrow_engine_equals_the_reference(tmp_path_factory, lines, on_error, batch_size,
                                            required, select, na, delim, quote, crlf,
-                                           last_newline, header, compress, block, resume_at):
+                                           last_newline, header, compress, block, least,
+                                           resume_at):
     path = os.path.join(tmp_path_factory.mktemp("csv"), "t.csv" + (".gz" if compress else ""))
     _write(path, lines, delim, crlf, last_newline, header, compress)
     defaults = REQUIRED if required else DEFAULTS
     if select is not None:
         defaults = [defaults[i] for i in select]
-    CSVReader._arrow_block = block
+    CSVReader._arrow_block, CSVReader._arrow_min_block = block, least
     options = {"on_error": on_error, "batch_size": batch_size, "select_cols": select,
                "na_value": na, "field_delim": delim, "use_quote_delim": quote,
                "header": header, "resume_at": resume_at}

@@ -528,8 +528,10 @@ class CSVReader(DatasetIterator[Any]):
     #: decode whole blocks with pyarrow where it is installed and provably agrees
     #: (:mod:`feedline.formats.csv_arrow`); off with ``_whole_chunks``: the reference
     _arrow = True
-    #: bytes of lines per pyarrow block
+    #: bytes of lines per pyarrow block; a block pyarrow declines is tried again in
+    #: eighths down to ``_arrow_min_block`` bytes, so that damage costs only its part
     _arrow_block = 1 << 22
+    _arrow_min_block = 1 << 16
 
     def __init__(
         self,
@@ -572,6 +574,7 @@ class CSVReader(DatasetIterator[Any]):
         self._engine: csv_arrow.ArrowDecoder | None | bool = None  # False: not available
         self._block: list | None = None  # [columns, starts, first line, records served]
         self._declined = -1  # the reference decodes the lines before this offset
+        self._window = 0  # records the last _chunk_records read
 
     @property
     def skipped(self) -> int:
@@ -681,12 +684,17 @@ class CSVReader(DatasetIterator[Any]):
         parts: list[tuple[list[np.ndarray], Sequence[tuple[int, int, int, int]]]] = []
         count = 0
         got: tuple[list[np.ndarray], Sequence[tuple[int, int, int, int]]] | None
-        while count < n:  # a block that ends early: the reference reads on to n records
+        # A batch is the records of a window of n read (less those skipped), as the
+        # reference reads it: a block that ends early, or a declined block that the
+        # reference way reads up to its end, is followed by what comes next.
+        while count < n:
+            limit = self._declined if self._lines.tell() < self._declined else None
             try:
                 got = self._whole_chunk(n - count)
                 whole = got is not None
                 if got is None:
-                    got = self._chunk_records(n - count)
+                    got = self._chunk_records(n - count, limit)
+                    count += self._window
             except DataError:
                 if not parts:
                     raise
@@ -694,9 +702,10 @@ class CSVReader(DatasetIterator[Any]):
             if got is None:
                 break
             parts.append(got)
-            count += len(got[1])
-            if not whole:  # the reference way reads its window of records itself
-                break
+            if whole:
+                count += len(got[1])
+            elif limit is None or self._lines.tell() < limit:
+                break  # the reference way read its whole window, or stopped at an error
         if len(parts) < 2:
             return parts[0] if parts else None
         return ([np.concatenate(column) for column in zip(*(p[0] for p in parts))],
@@ -715,13 +724,16 @@ class CSVReader(DatasetIterator[Any]):
                 got = columns, _After(starts, first, self._skipped)
         return got
 
-    def _chunk_records(self, n: int) -> tuple[list[np.ndarray],
-                                              Sequence[tuple[int, int, int, int]]] | None:
-        """:meth:`_chunk` the reference way: record by record."""
+    def _chunk_records(self, n: int, limit: int | None = None
+                       ) -> tuple[list[np.ndarray], Sequence[tuple[int, int, int, int]]] | None:
+        """:meth:`_chunk` the reference way: record by record, reading no record that
+        starts at or after byte ``limit``; ``_window`` is then the number of records
+        read (kept or not)."""
         recs: list[bytes] = []
         where: list[tuple[int, int]] = []
         after: list[tuple[int, int, int, int]] = []  # offset, line, skips before, first line
-        while len(recs) < n:
+        self._window = 0
+        while len(recs) < n and (limit is None or self._lines.tell() < limit):
             position = (self._lines.tell(), self._lines.line_number)
             try:
                 rec = self._record()
@@ -735,6 +747,7 @@ class CSVReader(DatasetIterator[Any]):
             recs.append(rec[0])
             where.append((rec[1], rec[2]))
             after.append((self._lines.tell(), self._lines.line_number, self._skipped, rec[1]))
+        self._window = len(recs)
         if not recs:
             return None
         try:
@@ -786,14 +799,21 @@ class CSVReader(DatasetIterator[Any]):
                                                   self._na, self._select) or False)
             if not self._engine or self._lines.tell() < self._declined:
                 return None
-            raw, starts, first = self._lines.read_block(self._arrow_block)
-            if not raw:
-                return None
-            columns = cast(csv_arrow.ArrowDecoder, self._engine).decode(raw, len(starts) - 1)
-            if columns is None:
+            engine = cast(csv_arrow.ArrowDecoder, self._engine)
+            size, last = self._arrow_block, None
+            while True:
+                raw, starts, first = self._lines.read_block(size)
+                if not raw:
+                    return None
+                columns = engine.decode(raw, len(starts) - 1)
+                if columns is not None:
+                    break
                 self._lines.unread_block(raw, starts, first)
-                self._declined = int(starts[-1])
-                return None
+                if (len(raw) <= self._arrow_min_block or len(starts) <= 2
+                        or (last is not None and len(raw) >= last)):
+                    self._declined = int(starts[-1])
+                    return None
+                size, last = max(len(raw) // 8, 1), len(raw)
             self._block = [columns, starts, first, 0]
         columns, starts, first, pos = self._block
         end = min(pos + n, len(starts) - 1)

@@ -270,9 +270,9 @@ class TextLineReader(DatasetIterator[Any]):
         ``(raw, starts, first)`` with ``raw`` the lines' bytes (a buffer: ``bytes`` or a
         ``memoryview`` valid until the next read), line endings kept (the last line of
         the file may have none), and ``starts`` and ``first`` as :meth:`peek_lines`
-        gives them; ``raw`` is empty only at the end of the file.
-        Lines already split by an earlier read come first, alone. For a parser that
-        takes whole blocks; :meth:`unread_block` puts them back.
+        gives them; ``raw`` is empty only at the end of the file. Lines already split
+        by an earlier read come first, alone (at least one, then up to ``size`` bytes).
+        For a parser that takes whole blocks; :meth:`unread_block` puts them back.
 
         Args:
             size: the bytes to read (more to end the last line), a positive int.
@@ -296,13 +296,17 @@ class TextLineReader(DatasetIterator[Any]):
             self._skip_header()
         first = self._line0 + self._i + 1
         raw: Any
-        if self._i < len(self._lines):
-            starts = self._starts[self._i :]
-            raw = self._raw[int(starts[0]) - self._raw_base :]
+        i = self._i
+        if i < len(self._lines):
+            stop = int(np.searchsorted(self._starts, self._starts[i] + size, "right")) - 1
+            stop = min(max(stop, i + 1), len(self._lines))
+            starts = self._starts[i : stop + 1]
+            raw = self._raw[int(starts[0]) - self._raw_base : int(starts[-1]) - self._raw_base]
+            self._i = stop
         else:
             raw, base = self._read_view(size)
             starts = self._line_starts(raw, base) if raw else np.array([base])
-        self._line0, self._lines, self._i = first - 2 + len(starts), [], 0
+            self._line0, self._lines, self._i = first - 2 + len(starts), [], 0
         return raw, starts, first
 
     def unread_block(self, raw: bytes, starts: np.ndarray, first: int) -> None:
@@ -315,10 +319,11 @@ class TextLineReader(DatasetIterator[Any]):
             first: its ``first``; a block other than the last one read raises
                 ``ValueError``.
         """
-        if (self._i < len(self._lines) or self.tell() != int(starts[-1])
-                or self.line_number != first - 2 + len(starts)):
+        if self.tell() != int(starts[-1]) or self.line_number != first - 2 + len(starts):
             raise ValueError("unread_block: not the block the last read_block returned")
-        if raw:
+        if self._lines and self._i >= len(starts) - 1:  # it came from the split lines
+            self._i -= len(starts) - 1
+        elif raw:
             self._line0 = first - 1
             self._load(bytes(raw), int(starts[0]), starts)
 
