@@ -530,7 +530,7 @@ class CSVReader(DatasetIterator[Any]):
     _arrow = True
     #: bytes of lines per pyarrow block; a block pyarrow declines is tried again in
     #: eighths down to ``_arrow_min_block`` bytes, so that damage costs only its part
-    _arrow_block = 1 << 22
+    _arrow_block = 1 << 20
     _arrow_min_block = 1 << 16
 
     def __init__(
