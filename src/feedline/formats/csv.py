@@ -508,6 +508,9 @@ class CSVReader(DatasetIterator[Any]):
             where the record starts (with ``batch_size``: ``(keys, columns)``); a
             non-bool raises ``TypeError``.
 
+    Which engine decodes a block (pyarrow, numpy columns or the record-by-record
+    reference; all give the same output) is described at :func:`read_csv`.
+
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "a.csv")
     >>> with open(path, "w") as f: f.writelines(line + chr(10) for line in ["n,s", "1,a", "2,b", "3,c"])
@@ -979,6 +982,20 @@ def read_csv(*args: Any, **kwargs: Any) -> CSVReader:
     (to the end of the file, or closed by a later line into a record that does not split
     into the expected fields) costs only its own line, and reading goes on at the next
     one.
+
+    Engines (the output is the same whichever runs; only the speed differs): where
+    pyarrow is installed, blocks of about 1 MiB of whole lines are parsed by pyarrow's
+    threaded CSV reader (:mod:`feedline.formats.csv_arrow`), in batch and per-record mode
+    alike, when a check of the block's bytes shows that pyarrow reads it exactly as the
+    reference does: no ``"`` (with ``use_quote_delim``), no ``\\r`` but before ``\\n``,
+    no empty line, no ``0x`` where an int column is read, no ``nan(`` where a float
+    column is, every field parsing, no missing value in a column without a default, and
+    an ASCII ``field_delim`` and ``na_value``. A block that fails is tried again in
+    eighths down to 64 KiB, and the part that still fails, like every block without
+    pyarrow, is split and converted column by column with numpy where its records are
+    one-line and quote-free, and otherwise decoded record by record (the reference,
+    which gives the errors, skips, lines and offsets). Batches hold the same records
+    whichever engine reads them, and states resume exactly at any record.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
