@@ -214,3 +214,29 @@ def test_import_feedline_does_not_import_pyarrow():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_damage_costs_only_its_part_of_a_block(tmp_path, monkeypatch):
+    path = tmp_path / "t.csv"
+    rows = [f"{i},{i / 8},{i},s{i % 5},{i / 2}" for i in range(4000)]
+    rows[2500] = "2500,oops,2500,s0,1250.0"
+    path.write_text("\n".join(rows) + "\n")
+    monkeypatch.setattr(CSVReader, "_arrow_block", 64 << 10)
+    monkeypatch.setattr(CSVReader, "_arrow_min_block", 2 << 10)
+    answers = _spy_decode(monkeypatch)
+    options = {"batch_size": 100, "on_error": "skip"}
+    got = outcome(path, DEFAULTS, engine="arrow", **options)
+    decoded = answers.count(True)
+    assert answers.count(False) == 3 and decoded >= 3  # 64 KiB, 8 KiB, 1 KiB declined
+    assert got == outcome(path, DEFAULTS, engine="reference", **options)
+    assert got[-1][3] == 1 and sum(len(item[0]) for item in got) == 3999
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_truncated_gzip_file_ends_as_the_reference_ends(tmp_path, on_error):
+    path = tmp_path / "t.csv.gz"
+    data = gzip.compress("".join(f"{i},{i}.5,{i},s,{i}\n" for i in range(20000)).encode())
+    path.write_bytes(data[: len(data) * 2 // 3])
+    options = {"batch_size": 1000, "on_error": on_error}
+    assert outcome(path, DEFAULTS, engine="arrow", **options) == \
+        outcome(path, DEFAULTS, engine="reference", **options)

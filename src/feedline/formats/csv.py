@@ -578,6 +578,7 @@ class CSVReader(DatasetIterator[Any]):
         self._block: list | None = None  # [columns, starts, first line, records served]
         self._declined = -1  # the reference decodes the lines before this offset
         self._window = 0  # records the last _chunk_records read
+        self._shrink: list[tuple[int, int]] = []  # (end offset, block size) after declines
 
     @property
     def skipped(self) -> int:
@@ -803,7 +804,10 @@ class CSVReader(DatasetIterator[Any]):
             if not self._engine or self._lines.tell() < self._declined:
                 return None
             engine = cast(csv_arrow.ArrowDecoder, self._engine)
-            size, last = self._arrow_block, None
+            shrink, here = self._shrink, self._lines.tell()
+            while shrink and shrink[-1][0] <= here:
+                shrink.pop()
+            size, last = (shrink[-1][1] if shrink else self._arrow_block), None
             while True:
                 raw, starts, first = self._lines.read_block(size)
                 if not raw:
@@ -817,6 +821,7 @@ class CSVReader(DatasetIterator[Any]):
                     self._declined = int(starts[-1])
                     return None
                 size, last = max(len(raw) // 8, 1), len(raw)
+                shrink.append((int(starts[-1]), size))  # up to its end: smaller blocks
             self._block = [columns, starts, first, 0]
         columns, starts, first, pos = self._block
         end = min(pos + n, len(starts) - 1)
@@ -934,7 +939,7 @@ class CSVReader(DatasetIterator[Any]):
         check_state(state, "csv", ("offset", "line"))
         self._lines.set_state({"type": "text", "offset": state["offset"], "line": state["line"]})
         self._rows, self._row_states, self._j = [], [], 0
-        self._block = None
+        self._block, self._shrink, self._declined = None, [], -1
         self._skipped = state_int({"skipped": 0, **state}, "skipped", "csv")
         if state.get("header_read") and self.column_names is None:
             self.column_names = []

@@ -230,17 +230,17 @@ class TextLineReader(DatasetIterator[Any]):
         view[:have] = tail
         cut = -1
         while not self._eof:
-            while have < len(buf):
-                got = self._checked(file, file.readinto, view[have:])
-                if not got:
-                    self._eof = True
-                    break
-                have += got
-            cut = buf.rfind(b"\n", 0, have)
-            if cut >= 0 or self._eof:
+            got = self._checked(file, file.readinto, view[have:])
+            if not got:
+                self._eof = True
                 break
-            buf = self._buf = buf[:have] + bytearray(len(buf))  # a line longer than size
-            view = memoryview(buf)
+            have += got
+            cut = buf.rfind(b"\n", 0, have)
+            if cut >= 0:
+                break
+            if have == len(buf):  # a line longer than size
+                buf = self._buf = buf[:have] + bytearray(len(buf))
+                view = memoryview(buf)
         end = have if self._eof else cut + 1
         base = self._tail_offset
         self._tail, self._tail_offset = bytes(view[end:have]), base + end
@@ -283,7 +283,7 @@ class TextLineReader(DatasetIterator[Any]):
         >>> r = TextLineReader(path)
         >>> raw, starts, first = r.read_block(1 << 20)
         >>> bytes(raw), starts.tolist(), first, r.line_number
-        (b'ab\\r\\ncd\\nlast', [0, 4, 7, 11], 1, 3)
+        (b'ab\\r\\ncd\\n', [0, 4, 7], 1, 2)
         >>> r.unread_block(raw, starts, first); list(r)
         [b'ab', b'cd', b'last']
         >>> r.set_state({"type": "text", "offset": 4, "line": 1}); next(r)
