@@ -473,6 +473,19 @@ class _After(Sequence[tuple[int, int, int, int]]):
     def __len__(self) -> int:
         return len(self._starts) - 1
 
+    @staticmethod
+    def join(parts: list[Sequence[tuple[int, int, int, int]]]
+             ) -> Sequence[tuple[int, int, int, int]]:
+        """The states of consecutive chunks, one after the other: still lazy where they
+        are blocks that follow each other line after line, with no record skipped."""
+        if all(isinstance(p, _After) for p in parts):
+            blocks = cast(list[_After], parts)
+            if all(b._first == a._first + len(a) and b._skipped == a._skipped
+                   and b._starts[0] == a._starts[-1] for a, b in zip(blocks, blocks[1:])):
+                starts = np.concatenate([blocks[0]._starts] + [b._starts[1:] for b in blocks[1:]])
+                return _After(starts, blocks[0]._first, blocks[0]._skipped)
+        return [a for p in parts for a in p]
+
     def __getitem__(self, k: int) -> tuple[int, int, int, int]:  # type: ignore[override]
         if k < 0:
             k += len(self)
@@ -713,7 +726,7 @@ class CSVReader(DatasetIterator[Any]):
         if len(parts) < 2:
             return parts[0] if parts else None
         return ([np.concatenate(column) for column in zip(*(p[0] for p in parts))],
-                [a for p in parts for a in p[1]])
+                _After.join([p[1] for p in parts]))
 
     def _whole_chunk(self, n: int) -> tuple[list[np.ndarray], _After] | None:
         """Up to ``n`` records of one block decoded whole (pyarrow or numpy), or ``None``
