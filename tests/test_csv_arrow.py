@@ -2,7 +2,7 @@
 reference path's output, bit for bit: values and dtypes, keys, errors (class, message
 with path, line and byte offset), skipped counts, states after every item and the
 outcome of resuming from one of them, on generated files with every column type,
-quoting, ``na_value``, defaults, ``select_cols``, headers, ``\\r\\n``, a last line
+quoting, ``na_value``, defaults, ``select_cols``, headers, skipped header lines, ``\\r\\n``, a last line
 without newline, gzip, small and large blocks, and damage under each ``on_error``."""
 
 from __future__ import annotations
@@ -90,12 +90,12 @@ def _restore():
        select=st.sampled_from([None, None, [0, 1, 2, 3, 4], [1, 3], [0, 4]]),
        na=st.sampled_from(["", "NA", "nan"]), delim=st.sampled_from([",", ";", "\t"]),
        quote=st.booleans(), crlf=st.booleans(), last_newline=st.booleans(),
-       header=st.booleans(), compress=st.sampled_from([False, False, False, True]),
+       header=st.booleans(), skip=st.sampled_from([0, 0, 2]), compress=st.sampled_from([False, False, False, True]),
        block=st.sampled_from([1, 40, 300, 1 << 22]), least=st.sampled_from([1, 64, 1 << 16]),
        resume_at=st.integers(0, 40))
 def test_arrow_engine_equals_the_reference(tmp_path_factory, lines, on_error, batch_size,
                                            required, select, na, delim, quote, crlf,
-                                           last_newline, header, compress, block, least,
+                                           last_newline, header, skip, compress, block, least,
                                            resume_at):
     path = os.path.join(tmp_path_factory.mktemp("csv"), "t.csv" + (".gz" if compress else ""))
     _write(path, lines, delim, crlf, last_newline, header, compress)
@@ -105,7 +105,7 @@ def test_arrow_engine_equals_the_reference(tmp_path_factory, lines, on_error, ba
     CSVReader._arrow_block, CSVReader._arrow_min_block = block, least
     options = {"on_error": on_error, "batch_size": batch_size, "select_cols": select,
                "na_value": na, "field_delim": delim, "use_quote_delim": quote,
-               "header": header, "resume_at": resume_at}
+               "header": header, "skip_header_lines": skip, "resume_at": resume_at}
     assert outcome(path, defaults, engine="arrow", **options) == \
         outcome(path, defaults, engine="reference", **options)
 
