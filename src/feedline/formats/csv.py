@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 
+from feedline._internal.float32_text import to_float32
 from feedline._internal.on_error import check_on_error, report
 from feedline._internal.signature import takes_arguments_of
 from feedline._internal.state import state_int
@@ -265,22 +266,24 @@ def _convert(col: _Col, fields: list[bytes], na: bytes, number: int, locate) -> 
     good = arr[present].tolist()
     if not good:
         return out
+    wide = np.float64 if col.dtype == "float32" else out.dtype  # float32: rounded once below
     joined = b"".join(good)
     try:
         if b"_" in joined or b"\x00" in joined:
             raise ValueError("slow path")
-        out[present] = np.array(good, dtype=bytes).astype(out.dtype)
-        return out
+        values = np.array(good, dtype=bytes).astype(wide)
     except (ValueError, OverflowError):
-        pass
-    where = np.flatnonzero(present)
-    for k, field in zip(where.tolist(), good):
-        try:
-            out[k] = _parse_number(field, col.dtype)
-        except (ValueError, OverflowError):
-            raise DecodeError(
-                f"field {number} is not a valid {col.dtype}: {field[:40]!r}", **locate(k)
-            ) from None
+        values = np.empty(len(good), dtype=wide)
+        for j, (k, field) in enumerate(zip(np.flatnonzero(present).tolist(), good)):
+            try:
+                values[j] = _parse_number(field, col.dtype)
+            except (ValueError, OverflowError):
+                raise DecodeError(
+                    f"field {number} is not a valid {col.dtype}: {field[:40]!r}", **locate(k)
+                ) from None
+    if col.dtype == "float32":
+        values = to_float32(values, lambda rows: [good[i] for i in rows])
+    out[present] = values
     return out
 
 
@@ -359,7 +362,10 @@ def decode_csv(
     select_cols: Sequence[int] | None = None,
 ) -> list[np.ndarray]:
     """Decode CSV ``records`` into one numpy array per column, as ``tf.io.decode_csv``;
-    see the module docstring.
+    see the module docstring. A float32 field is its decimal rounded once, to the
+    nearest float32 (ties to even), as TensorFlow parses it: not rounded to float64
+    first, which can land on a tie the decimal does not have (see
+    :mod:`feedline._internal.float32_text`).
 
     Args:
         records: the records, ``str`` or ``bytes``, one record each, no line ending (a
@@ -381,6 +387,8 @@ def decode_csv(
     [array([1, 0], dtype=int32), array([b'a', b'b'], dtype=object), array([0.5, 1.5], dtype=float32)]
     >>> decode_csv(["7;x;9"], [[0], [0]], field_delim=";", select_cols=[0, 2])
     [array([7], dtype=int32), array([9], dtype=int32)]
+    >>> decode_csv(["1.00000005960464477550"], [1.5])[0].tolist()   # just above 1 + 2**-24
+    [1.0000001192092896]
     """
     cols = _columns(record_defaults)
     delim, na, select = _options(field_delim, na_value, select_cols, len(cols))
@@ -423,7 +431,9 @@ def _fast_column(col: _Col, fields: list[bytes], na: bytes) -> np.ndarray | None
                 return None
             values = values.astype(_NUMPY[col.dtype])
         else:
-            values = np.array(present, dtype=bytes).astype(_NUMPY[col.dtype])
+            values = np.array(present, dtype=bytes).astype(np.float64)
+            if col.dtype == "float32":
+                values = to_float32(values, lambda rows: [present[i] for i in rows])
     except (ValueError, OverflowError):
         return None
     if missing is None:

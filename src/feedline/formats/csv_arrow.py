@@ -30,9 +30,13 @@ The rules, each checked by ``tests/test_csv_arrow.py``:
   column's (``int32``/``int64``); it refuses ``+1``, ``1_0`` and NUL, which then go
   the reference way.
 - floats: parsed as float64 (correctly rounded, as Python's ``float()`` and numpy's
-  string conversion are) and, for ``float32`` columns, cast once, exactly as the
-  reference converts; pyarrow also reads C's ``nan(chars)``, so a block where
-  ``nan(`` appears (any case) is declined when a float column is read.
+  string conversion are); for ``float32`` columns the cast to float32 is the
+  reference's value except where the float64 value lies exactly on a midpoint between
+  two float32 values (:func:`feedline._internal.float32_text.midpoints`; the reference
+  then settles the tie from the field's text), so a block holding such a value (not
+  one filled in for a missing field) is declined. pyarrow also reads C's
+  ``nan(chars)``, so a block where ``nan(`` appears (any case) is declined when a
+  float column is read.
 - strings: read as ``binary``: the field's bytes exactly, whatever their encoding.
 
 pyarrow is imported on first use, never by ``import feedline``.
@@ -44,6 +48,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from feedline._internal.float32_text import midpoints
 
 __all__ = ["ArrowDecoder", "available"]
 
@@ -193,14 +199,19 @@ class ArrowDecoder:
             return None
         out = []
         for col, fill, name in zip(self._cols, self._fills, self._names):
-            column = table.column(name)
+            column = parsed = table.column(name)
             if column.null_count:
                 if fill is None:
                     return None
                 column = column.fill_null(fill)
             values = column.to_numpy()
             if col.dtype == "float32":
-                values = values.astype(np.float32)
+                ties = midpoints(values)  # the reference rounds these from their text
+                if ties.size and (not parsed.null_count
+                                  or not np.asarray(parsed.is_null())[ties].all()):
+                    return None
+                with np.errstate(over="ignore"):
+                    values = values.astype(np.float32)
             elif not values.flags.writeable:  # pyarrow's own buffer: give a numpy one
                 values = values.copy()
             out.append(values)
