@@ -39,11 +39,12 @@ def _cast(d: np.ndarray) -> np.ndarray:
 def _neighbours(d: np.ndarray, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(g, mid)``: the float32 next to the cast ``f`` on the side of ``d`` (``d != f``,
     finite) and the exact float64 midpoint between the two (``2**128`` stands for inf)."""
-    g = np.nextafter(f, np.copysign(np.inf, d - f).astype(np.float32))
-    lo = f.astype(np.float64)
-    over = np.isinf(f)
-    lo[over] = np.copysign(_OVERFLOW, d[over])
-    return g, (lo + g.astype(np.float64)) * 0.5  # both adjacent float32: exact
+    with np.errstate(over="ignore"):  # from FLT_MAX up to inf
+        g = np.nextafter(f, np.copysign(np.inf, d - f).astype(np.float32))
+    ends = np.stack([f, g]).astype(np.float64)
+    over = np.isinf(ends)
+    ends[over] = np.copysign(_OVERFLOW, ends[over])
+    return g, (ends[0] + ends[1]) * 0.5  # adjacent float32 (or FLT_MAX and 2**128): exact
 
 
 def midpoints(d: np.ndarray) -> np.ndarray:
