@@ -156,10 +156,8 @@ def test10(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
     """CIFAR-10's 10,000 test images (member ``test_batch``) from the tarball at ``path``.
 
     Args:
-        path: the local ``cifar-10-python.tar.gz`` tarball (never downloaded); a missing
-            file raises ``FileNotFoundError``, a damaged or wrong one
-            :class:`~feedline.exceptions.DataError`.
-        cycle: ``True`` repeats the samples forever (the result is then a stream).
+        path: the local ``cifar-10-python.tar.gz`` tarball, as in :func:`train10`.
+        cycle: as in :func:`train10`.
 
     >>> import os, tempfile, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "cifar-10-python.tar.gz")
@@ -176,10 +174,8 @@ def train100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]
     tarball at ``path``.
 
     Args:
-        path: the local ``cifar-100-python.tar.gz`` tarball (never downloaded); a missing
-            file raises ``FileNotFoundError``, a damaged or wrong one
-            :class:`~feedline.exceptions.DataError`.
-        cycle: ``True`` repeats the samples forever (the result is then a stream).
+        path: the local ``cifar-100-python.tar.gz`` tarball, as in :func:`train10`.
+        cycle: as in :func:`train10`.
 
     >>> import os, tempfile, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "cifar-100-python.tar.gz")
@@ -196,10 +192,8 @@ def test100(path: str | os.PathLike, *, cycle: bool = False) -> Dataset[Sample]:
     ``path``.
 
     Args:
-        path: the local ``cifar-100-python.tar.gz`` tarball (never downloaded); a missing
-            file raises ``FileNotFoundError``, a damaged or wrong one
-            :class:`~feedline.exceptions.DataError`.
-        cycle: ``True`` repeats the samples forever (the result is then a stream).
+        path: the local ``cifar-100-python.tar.gz`` tarball, as in :func:`train10`.
+        cycle: as in :func:`train10`.
 
     >>> import os, tempfile, numpy as np
     >>> path = os.path.join(tempfile.mkdtemp(), "cifar-100-python.tar.gz")
