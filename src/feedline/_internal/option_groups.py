@@ -2,8 +2,8 @@
 deprecated flat keywords they replace.
 
 A function that groups options keeps, for one release, the old flat keywords with the
-default :data:`OLD` (so "not passed" differs from every value, ``None`` included) and
-folds them into the group with :func:`regroup`: each old keyword passed issues a
+default :data:`~feedline._internal.validate.UNSET` (so "not passed" differs from every
+value, ``None`` included) and folds them into the group with :func:`regroup`: each old keyword passed issues a
 ``DeprecationWarning`` naming the new spelling; the same option given both ways with
 different values is a ``TypeError``.
 
@@ -11,7 +11,7 @@ different values is a ``TypeError``.
 >>> @dataclass(frozen=True, kw_only=True)
 ... class Limits:
 ...     size: int | None = None
->>> regroup("limits", Limits, Limits(size=3), {"size": OLD})
+>>> regroup("limits", Limits, Limits(size=3), {"size": UNSET})
 Limits(size=3)
 >>> import warnings
 >>> with warnings.catch_warnings(record=True) as caught:
@@ -33,13 +33,10 @@ from typing import Any, TypeVar
 
 from feedline._internal.validate import UNSET
 
-__all__ = ["OLD", "regroup", "check_group"]
+__all__ = ["regroup", "check_group"]
 
 G = TypeVar("G")
 
-#: default of a deprecated flat keyword that an option group replaced ("not passed"):
-#: the library's one "not given" marker, :data:`~feedline._internal.validate.UNSET`
-OLD: Any = UNSET
 
 
 def _default(field: dataclasses.Field) -> Any:
@@ -69,13 +66,13 @@ def check_group(name: str, cls: type[G], value: Any) -> G | None:
 def regroup(param: str, cls: type[G], group: G | None, old: Mapping[str, Any], *,
             fields: Mapping[str, str] | None = None, stacklevel: int = 3) -> G:
     """The option group ``param`` (a ``cls`` or ``None``: the defaults) with the deprecated
-    flat keywords of ``old`` (name -> value, :data:`OLD` when not passed) folded in.
+    flat keywords of ``old`` (name -> value, :data:`~feedline._internal.validate.UNSET` when not passed) folded in.
 
     Args:
         param: the group's parameter name, as the caller's signature spells it.
         cls: the group's dataclass.
         group: the group the caller passed, or ``None``.
-        old: each deprecated keyword's name and value (:data:`OLD`: not passed).
+        old: each deprecated keyword's name and value (:data:`~feedline._internal.validate.UNSET`: not passed).
         fields: the field of ``cls`` an old keyword sets, where the names differ
             (``{"ray_options": "ray"}``); by default the field of the same name.
         stacklevel: the warning's stack level, counted from this function (3: the
@@ -91,7 +88,7 @@ def regroup(param: str, cls: type[G], group: G | None, old: Mapping[str, Any], *
     changes: dict[str, Any] = {}
     notes: list[str] = []
     for name, value in old.items():
-        if value is OLD:
+        if value is UNSET:
             continue
         field = fields.get(name, name)
         spelling = f"`{param}={cls.__name__}({field}=...)`"

@@ -32,7 +32,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from feedline._internal.option_groups import OLD
 from feedline._internal.state import restore, state_int
 from feedline._internal.validate import (
     UNSET,
@@ -366,11 +365,11 @@ class Dataset(Generic[T]):
         on_error: str = "raise",
         errors: ErrorOptions | None = None,
         execution: ExecutionOptions | None = None,
-        buffer_size: int | None = OLD,
-        max_skips: int | None = OLD,
-        replacement: Any = OLD,
-        timeout: float | None = OLD,
-        ray_options: dict[str, Any] | None = OLD,
+        buffer_size: int | None = UNSET,
+        max_skips: int | None = UNSET,
+        replacement: Any = UNSET,
+        timeout: float | None = UNSET,
+        ray_options: dict[str, Any] | None = UNSET,
         workers: Any = UNSET,
     ) -> Dataset[U]:
         """Apply ``fn`` to every item: in this thread (``num_workers=0``), in
@@ -431,8 +430,8 @@ class Dataset(Generic[T]):
         num_workers = renamed_option("workers", "num_workers", workers, num_workers, 0)
         errors = regroup("errors", ErrorOptions, errors,
                          {"max_skips": max_skips, "replacement": replacement})
-        ray: Any = OLD
-        if ray_options is not OLD:
+        ray: Any = UNSET
+        if ray_options is not UNSET:
             if ray_options and backend != "ray":
                 raise ValueError("`ray_options` needs backend='ray'")
             if ray_options:

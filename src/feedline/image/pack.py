@@ -62,9 +62,10 @@ from typing import Any
 
 import numpy as np
 
-from feedline._internal.option_groups import OLD, regroup
+from feedline._internal.option_groups import regroup
 from feedline._internal.optional import require
 from feedline._internal.validate import (
+    UNSET,
     non_negative_int,
     one_of,
     positive_int,
@@ -305,16 +306,16 @@ def pack_images(
     backend: str = "process",
     on_error: str = "raise",
     progress: bool = False,
-    resize: int | None = OLD,
-    center_crop: bool = OLD,
-    encoding: str = OLD,
-    quality: int | None = OLD,
-    color: str = OLD,
-    pass_through: bool = OLD,
-    restart_markers: bool = OLD,
-    pack_label: bool = OLD,
-    exts: Sequence[str] = OLD,
-    allow_outside_root: bool = OLD,
+    resize: int | None = UNSET,
+    center_crop: bool = UNSET,
+    encoding: str = UNSET,
+    quality: int | None = UNSET,
+    color: str = UNSET,
+    pass_through: bool = UNSET,
+    restart_markers: bool = UNSET,
+    pack_label: bool = UNSET,
+    exts: Sequence[str] = UNSET,
+    allow_outside_root: bool = UNSET,
 ) -> PackResult:
     """Pack images into ``num_shards`` RecordIO or TFRecord files (see the module docstring).
 

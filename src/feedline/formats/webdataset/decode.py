@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from feedline._internal.option_groups import OLD, regroup
-from feedline._internal.validate import one_of
+from feedline._internal.option_groups import regroup
+from feedline._internal.validate import UNSET, one_of
 from feedline.exceptions import DecodeError
 
 __all__ = ["decode_sample", "DecodeOptions", "DECODERS", "IMAGE_EXTENSIONS"]
@@ -172,7 +172,7 @@ class DecodeOptions:
         return decode_sample(sample, fields=self.fields, image_mode=self.image_mode)
 
 
-def decode_options(decode: Any, image_mode: Any = OLD) -> DecodeOptions | None:
+def decode_options(decode: Any, image_mode: Any = UNSET) -> DecodeOptions | None:
     """A reader's ``decode`` argument (``False``/``None``: no decoding, ``True``, a list of
     field names or a :class:`DecodeOptions`) as ``DecodeOptions`` or ``None``, with the
     deprecated ``image_mode`` keyword folded in (a ``DeprecationWarning`` on the reader's
@@ -195,7 +195,7 @@ def decode_options(decode: Any, image_mode: Any = OLD) -> DecodeOptions | None:
     else:
         raise TypeError("`decode` must be a bool, a list of field names or a DecodeOptions, "
                         f"got {decode!r}")
-    if image_mode is OLD:
+    if image_mode is UNSET:
         return options
     if options is None:  # nothing is decoded: the mode only needs to be a valid one
         one_of("image_mode", image_mode, ("RGB", "L"))

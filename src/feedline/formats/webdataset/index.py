@@ -44,7 +44,7 @@ import numpy as np
 
 from feedline._internal.atomic import replace_file
 from feedline._internal.on_error import check_on_error
-from feedline._internal.option_groups import OLD
+from feedline._internal.validate import UNSET
 from feedline.dataset.base import RandomAccessDataset
 from feedline.exceptions import CorruptRecordError
 from feedline.formats.webdataset._tarscan import BLOCK, OffsetView, SampleScan, samples
@@ -245,7 +245,7 @@ class IndexedTarShards(RandomAccessDataset):
 
     def __init__(self, shards: Sequence[str | os.PathLike], *,
                  decode: bool | Sequence[str] | DecodeOptions = False,
-                 storage_options: dict | None = None, image_mode: str = OLD) -> None:
+                 storage_options: dict | None = None, image_mode: str = UNSET) -> None:
         super().__init__()
         self._shards = [os.fspath(s) for s in shards]
         if not self._shards:

@@ -58,8 +58,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from feedline._internal.on_error import check_on_error
-from feedline._internal.option_groups import OLD
 from feedline._internal.validate import (
+    UNSET,
     non_negative_int,
     optional_positive_int,
     positive_int,
@@ -507,7 +507,7 @@ def read(urls: Any, *, rank: int | None = None, world_size: int | None = None,
          seed: int | None = None, decode: bool | Sequence[str] | DecodeOptions = False,
          on_error: str = "raise", storage_options: dict | None = None,
          cache_dir: str | os.PathLike | None = None, cache_limit: int | None = None,
-         read_ahead: bool | None = None, image_mode: str = OLD) -> TarShards:
+         read_ahead: bool | None = None, image_mode: str = UNSET) -> TarShards:
     """The samples of WebDataset tar shards as a :class:`~feedline.Dataset`; see the
     module docstring.
 
