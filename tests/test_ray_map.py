@@ -85,6 +85,7 @@ def test_cluster_stopped_under_a_pipeline_is_a_named_error(report):
     errors = [line for line in stopped["lines"] if line.startswith("error")]
     assert errors, stopped
     assert errors[0].split()[1] == "ClusterUnavailableError", stopped
+    assert "stage '" in errors[0], stopped  # the message names the stage
 
 
 def test_datasources_read_what_feedline_and_the_peers_wrote(report):

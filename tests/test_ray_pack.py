@@ -78,6 +78,7 @@ def test_cluster_stopped_under_a_pack_is_a_named_error_and_leaves_nothing(report
     errors = [line for line in stopped["lines"] if line.startswith("error")]
     assert errors, stopped
     assert errors[0].split()[1] == "ClusterUnavailableError", stopped
+    assert "stage 'pack'" in errors[0], stopped  # the message names the stage
     assert "stage 'pack'" in errors[0]
     assert stopped["left"] == [], stopped
 
