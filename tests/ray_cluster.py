@@ -273,3 +273,12 @@ def stop_under(cluster: LocalCluster, cmd: list[str], started: str) -> dict:
     rest, _ = proc.communicate(timeout=120)
     lines += [line for line in rest.splitlines() if line.startswith((started, "error"))]
     return {"lines": lines, "tail": rest[-2000:]}
+
+
+def cluster_unavailable_line(stopped: dict) -> str:
+    """The first ``error`` line a consumer stopped by :func:`stop_under` printed, checked
+    to be a ``ClusterUnavailableError`` (``error <type> <seconds> <message>``)."""
+    errors = [line for line in stopped["lines"] if line.startswith("error")]
+    assert errors, stopped
+    assert errors[0].split()[1] == "ClusterUnavailableError", stopped
+    return errors[0]
