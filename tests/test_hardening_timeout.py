@@ -29,7 +29,11 @@ def hang_on_five_thread(x):
 
 @pytest.mark.parametrize("ordered", [True, False])
 def test_process_map_timeout_names_stage_and_element(ordered):
-    ds = Dataset.range(12).map(hang_on_five, num_workers=2, execution=ExecutionOptions(timeout=0.5), ordered=ordered)
+    # buffer_size=2: one item per chunk, so the items before 5 never share a chunk with it
+    # (a chunk's results come back together: those queued with a hung item cannot), and
+    # how fast the first reply arrives cannot change what is yielded before the timeout
+    ds = Dataset.range(12).map(hang_on_five, num_workers=2, ordered=ordered,
+                               execution=ExecutionOptions(timeout=0.5, buffer_size=2))
     got = []
     with pytest.raises(StageTimeoutError, match=r"map\(hang_on_five\): element 5 not done after 0\.5 s") as info:
         for x in ds:
