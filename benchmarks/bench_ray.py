@@ -1,24 +1,29 @@
 """feedline on Ray vs feedline on processes vs Ray Data's own pipeline (issue 26).
 
-The same work for all three, on the same corpus and the same 2 cores: read each JPEG,
+The same work for all, on the same corpus and the same 2 cores: read each JPEG,
 decode + RandomResizedCrop 224 + random mirror (feedline's ``Compose.decode``, seeded
 per item), batches of 64 consumed as torch tensors:
 
 * feedline ``backend="process"``: ``from_random_access(RecordIO).global_shuffle()
   .map(aug, num_workers=2).batch(64)``;
 * feedline ``backend="ray"``: the same pipeline, ``backend="ray"``, on a 2-node local
-  cluster (head + a second node, one CPU each: the same 2 cores);
+  cluster (head + a second node, one CPU each: the same 2 cores), with its default
+  results in the task replies, and again with ``inline_results=False`` (results through
+  both nodes' object stores);
 * Ray Data: ``read_binary_files(folder).map(aug).iter_torch_batches(batch_size=64)``
   (Ray has no RecordIO reader, so it reads the original files) on that cluster.
 
 Ray runs only inside a loopback-only network namespace (``tests/ray_cluster.py``), and
 every Ray process is stopped before the benchmark returns. Reported per pipeline:
 images/s, time to first batch, peak memory (summed RSS of the pipeline's processes:
-the trainer, its workers or the Ray node processes), and the CPU overhead per item: CPU
-seconds of all those processes minus the CPU that the same work takes in one warmed-up
-thread, divided by the items, split by kind of process (trainer, workers, Ray's node
-processes), and the Ray row's CPU over the process row's. Goals (issue 26): Ray overhead
-at most 0.15 CPU-ms per item, feedline on Ray at least 1.3x Ray Data's own pipeline.
+the trainer, its workers or the Ray node processes) and CPU per item (CPU seconds of
+all those processes over ``EPOCHS`` epochs, divided by the items), split by kind of
+process (trainer, workers, Ray's node processes). From it: the overhead over the CPU
+the same work takes in one warmed-up thread, and the Ray overhead: a Ray row's CPU per
+item less the process row's, each less the share of the idle cluster's own CPU (Ray's
+processes burn it whether anything runs or not; it is reported apart). Goals (issue
+26): Ray overhead at most 0.15 CPU-ms per item, feedline on Ray at least 1.3x Ray
+Data's own pipeline.
 
 Command: ``python benchmarks/bench_ray.py [--count 600]``
 """
@@ -40,14 +45,17 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 BATCH = 64
 ROUNDS = 3
+EPOCHS = 3  # epochs per measured window: CPU ticks are 10 ms, so a window must be long
 NOTE = (
-    "Where the overhead goes is in the last three columns (CPU-ms per image of each kind of "
-    "process, the work itself included in the workers' share): on Ray the raylets move the "
-    "second node's results (150 KB of pixels per image) into the trainer's node's object "
-    "store, and the Ray workers serialise each chunk's results into their node's store; the "
-    "local workers hand theirs over in shared memory. Separate runs of this benchmark on "
-    "this shared 2-core machine moved the rates by up to 2-3x (other jobs' load): compare "
-    "the rows of one run, not runs."
+    "Where the CPU goes is in the last three columns (CPU-ms per image of each kind of "
+    "process, the work itself included in the workers' share). Through the object stores "
+    "(`inline_results=False`), the raylets copy the second node's results (150 KB of pixels "
+    "per image) out of its store, over the network and into the trainer's node's store. "
+    "In the replies (the default), the Ray worker sends a chunk's results to the trainer "
+    "itself and the raylets take no part; the trainer pays for receiving them. Separate "
+    "runs of this benchmark on this shared 2-core machine moved the rates by up to 2-3x "
+    "(other jobs' load) and the CPU per item by a few hundredths of a millisecond: "
+    "compare the rows of one run, not runs."
 )
 _AUG = None
 
@@ -183,14 +191,15 @@ class Meter:
 
 
 def consume(batches, count: int) -> tuple[float, float]:
-    """(seconds to the first torch batch, total seconds) over one epoch."""
+    """(seconds to the first torch batch, total seconds) over one epoch; ``batches`` is
+    the epoch's iterable, or a function that makes it."""
     import numpy as np
     import torch
 
     start = time.perf_counter()
     first = None
     seen = 0
-    for batch in batches:
+    for batch in batches() if callable(batches) else batches:
         if isinstance(batch, dict):  # Ray Data's iter_torch_batches
             tensor = batch["image"]
         else:
@@ -206,7 +215,7 @@ def inside(folder: str, rec: str, idx: str, count: int, out: str) -> None:
     """The measurements, inside the namespace."""
     import ray
 
-    from feedline import Dataset
+    from feedline import Dataset, ExecutionOptions, RayOptions
     from ray_cluster import LocalCluster
 
     payloads = Payloads(rec, idx, count)
@@ -240,14 +249,24 @@ def inside(folder: str, rec: str, idx: str, count: int, out: str) -> None:
         rows["idle_cpu_per_s"] = idle_cpu_per_s
         rows["idle_mib"] = idle.peak / 2**20
 
-        def feedline_run(backend: str) -> tuple:
-            ds = (Dataset.from_random_access(payloads).global_shuffle(seed=0)
-                  .map(aug, num_workers=2, backend=backend, seed=0).batch(BATCH))
-            consume(ds, count)  # warm-up epoch: workers started, code imported
+        def measure(epochs) -> tuple:
+            """A warm-up epoch (workers started, code imported), then EPOCHS measured."""
+            consume(epochs, count)
             with Meter() as meter:
-                first, total = consume(ds, count)
-            ds.close()
+                first, total = consume(epochs, count)
+                for _ in range(EPOCHS - 1):
+                    total += consume(epochs, count)[1]
             return first, total, meter
+
+        def feedline_run(backend: str, **options) -> tuple:
+            execution = ExecutionOptions(ray=RayOptions(**options)) if options else None
+            ds = (Dataset.from_random_access(payloads).global_shuffle(seed=0)
+                  .map(aug, num_workers=2, backend=backend, seed=0, execution=execution)
+                  .batch(BATCH))
+            try:
+                return measure(ds)
+            finally:
+                ds.close()
 
         def ray_data_run() -> tuple:
             def row_aug(row: dict) -> dict:
@@ -257,12 +276,10 @@ def inside(folder: str, rec: str, idx: str, count: int, out: str) -> None:
                 ds = ray.data.read_binary_files(folder).map(row_aug)
                 return ds.iter_torch_batches(batch_size=BATCH)
 
-            consume(epoch(), count)
-            with Meter() as meter:
-                first, total = consume(epoch(), count)
-            return first, total, meter
+            return measure(epoch)
 
         runs = {"process": lambda: feedline_run("process"), "ray": lambda: feedline_run("ray"),
+                "ray_stores": lambda: feedline_run("ray", inline_results=False),
                 "ray_data": ray_data_run}
         best: dict = {}
         for _ in range(ROUNDS):  # rounds interleave the pipelines: load hits all alike
@@ -271,14 +288,15 @@ def inside(folder: str, rec: str, idx: str, count: int, out: str) -> None:
                 if name not in best or total < best[name][1]:
                     best[name] = (first, total, meter.cpu_seconds, meter.peak,
                                   meter.cpu_by_kind())
+        items = count * EPOCHS
         for name, (first, total, cpu, peak, kinds) in best.items():
             background = idle_cpu_per_s * total
-            rows[name] = {"rate": count / total, "first_s": first,
-                          "overhead_ms": (cpu - work_cpu * count) / count * 1e3,
-                          "net_overhead_ms": (cpu - background - work_cpu * count) / count * 1e3,
+            rows[name] = {"rate": items / total, "first_s": first,
+                          "overhead_ms": (cpu - work_cpu * items) / items * 1e3,
+                          "net_cpu_ms": (cpu - background) / items * 1e3,
                           "peak_mib": (peak - idle.peak) / 2**20,
-                          "kinds_ms": {k: v / count * 1e3 for k, v in kinds.items()},
-                          "cpu_ms": cpu / count * 1e3}
+                          "kinds_ms": {k: v / items * 1e3 for k, v in kinds.items()},
+                          "cpu_ms": cpu / items * 1e3}
     finally:
         ray.shutdown()
         cluster.stop()
@@ -310,41 +328,44 @@ def main(argv: list[str] | None = None) -> None:
     def row(label: str, key: str, goal: str = "") -> list:
         r = result[key]
         kinds = r["kinds_ms"]
-        return [label, f"{r['rate']:,.0f}/s", f"{r['first_s']:.2f} s",
-                f"{r['overhead_ms']:.3f}", f"{r['net_overhead_ms']:.3f}",
-                f"{r['cpu_ms'] - result['process']['cpu_ms']:+.3f}",
+        ray_overhead = r["net_cpu_ms"] - result["process"]["net_cpu_ms"]
+        return [label, f"{r['rate']:,.0f}/s", f"{r['first_s']:.2f} s", f"{r['cpu_ms']:.3f}",
+                f"{r['overhead_ms']:.3f}", "" if key == "process" else f"{ray_overhead:+.3f}",
                 f"{r['peak_mib']:,.0f} MiB",
                 harness.ratio(result["ray"]["rate"], r["rate"]), goal,
                 f"{kinds['trainer']:.2f}", f"{kinds['workers']:.2f}", f"{kinds['ray node']:.2f}"]
 
     table = harness.markdown_table(
-        ["pipeline", "images/s", "first batch", "overhead CPU-ms/item",
-         "overhead less idle cluster", "CPU-ms/item over feedline processes",
-         "peak memory above idle cluster", "feedline ray / row", "goal",
-         "trainer CPU-ms/item", "workers CPU-ms/item", "Ray node processes CPU-ms/item"],
-        [row("feedline `backend=\"ray\"` (2 slots, 2-node cluster)", "ray",
-             "overhead <= 0.15 CPU-ms/item"),
+        ["pipeline", "images/s", "first batch", "CPU-ms/item", "over one thread's work",
+         "Ray overhead CPU-ms/item", "peak memory above idle cluster", "feedline ray / row",
+         "goal", "trainer CPU-ms/item", "workers CPU-ms/item", "Ray node processes CPU-ms/item"],
+        [row("feedline `backend=\"ray\"` (2 slots, 2-node cluster; results in the replies)",
+             "ray", "Ray overhead <= 0.15"),
+         row("feedline `backend=\"ray\"`, `inline_results=False` (results through the "
+             "object stores)", "ray_stores"),
          row("feedline `backend=\"process\"` (2 workers)", "process"),
          row(f"Ray Data {ray.__version__}: read_binary_files + map + iter_torch_batches", "ray_data",
              ">= 1.3x")])
     text = (
         "## Ray: feedline on a cluster vs feedline processes vs Ray Data\n\n"
         f"Read + decode + RandomResizedCrop 224 + mirror + batches of {BATCH} consumed as torch "
-        f"tensors, one epoch over {args.count} JPEGs of 400-520 px width "
+        f"tensors, epochs over {args.count} JPEGs of 400-520 px width "
         f"({folder.name}, `benchmarks/make_images.py`), "
-        f"the best of {ROUNDS} rounds (each a warm-up epoch and a measured one; the rounds "
-        "interleave the three pipelines, so the shared machine's load hits all alike). "
+        f"the best of {ROUNDS} rounds (each a warm-up epoch and {EPOCHS} measured ones; the "
+        "rounds interleave the pipelines, so the shared machine's load hits all alike). "
         "Ray runs a head and a second node (one CPU each) on the same 2 cores, inside a "
-        "loopback-only network namespace. Overhead: CPU seconds of every process of the "
-        "pipeline (trainer, workers, Ray's node processes) minus the CPU the same work takes "
-        f"in one warmed-up thread ({result['work_cpu_ms']:.2f} ms per image), per image (earlier "
-        "runs timed that thread cold, its first image's imports included, which understated "
-        "every row's overhead by about 0.2 ms); the next column also takes away what the idle cluster's own processes burn meanwhile "
+        "loopback-only network namespace. CPU-ms/item: CPU seconds of every process of the "
+        "pipeline (trainer, workers, Ray's node processes) per image. Over one thread's "
+        "work: that less the CPU the same work takes in one warmed-up thread "
+        f"({result['work_cpu_ms']:.2f} ms per image); the process row's share is what running "
+        "two workers and a trainer on two cores costs without Ray. Ray overhead: the row's "
+        "CPU per image less the process row's, each less the share of what the idle "
+        "cluster's own processes burn meanwhile "
         f"({result['idle_cpu_per_s'] * 1e3:.0f} CPU-ms per second, measured for 3 s before the "
-        "runs; they run during every row, the process row included). Peak memory: the summed "
+        "runs; they run during every row, the process row included), which is what moving "
+        "the stage onto Ray costs per image. Peak memory: the summed "
         "resident memory of those processes at their peak, less that of the idle cluster "
-        f"({result['idle_mib']:,.0f} MiB). \"Over feedline processes\": the row's CPU per "
-        "image less the process row's, which is what moving the stage onto Ray costs.\n\n"
+        f"({result['idle_mib']:,.0f} MiB).\n\n"
         f"{table}\n\n{NOTE}\n\nCommand: `python benchmarks/bench_ray.py --count {args.count}`\n")
     harness.write_section("ray", text)
     print(text)

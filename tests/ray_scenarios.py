@@ -216,6 +216,10 @@ def _scenarios(workdir: str, cluster, results: dict) -> None:
     # 1c. ImageRecordIter's decode stage on the cluster: the batches of processes
     results["image_iter"] = {b: image_iter_digests(workdir, b) for b in ("process", "ray")}
 
+    # 1d. where a chunk's results travel: in the task's reply, or through the stores
+    results["results_travel"] = {str(inline): where_results_travel(inline)
+                                 for inline in (True, False)}
+
     # 1b. feedline's formats as Ray Data datasources read what feedline and the peers wrote
     results["datasources"] = datasources(workdir)
 
@@ -277,14 +281,42 @@ def _scenarios(workdir: str, cluster, results: dict) -> None:
         cluster, [sys.executable, __file__, "--trainer", "stopped", "4", *CORPUS], "batch")
 
 
+def large_row(i: int) -> np.ndarray:
+    """A 200 KB result (twice Ray's 100 KiB threshold for its node object stores)."""
+    return np.full(200_000, i, np.uint8)
+
+
+def where_results_travel(inline: bool) -> dict:
+    """A 3-item chunk of 200 KB results made on the second node: in how many node object
+    stores its reply lies, and whether the values came back whole."""
+    import ray
+
+    from feedline.runtime.ray_executor import RayExecutor
+
+    ex = RayExecutor(large_row, None, workers=1, stage="travel", resources={"second": 1},
+                     inline_results=inline)
+    try:
+        ex.submit(0, 0, 0, [0, 1, 2], [0, 1, 2])
+        ref = ex._slots[0].refs[0]
+        ray.wait([ref], timeout=120, fetch_local=False)
+        stores = ray.experimental.get_object_locations([ref])[ref]["node_ids"]
+        _, entries, _, _ = ex.collect(0)
+    finally:
+        ex.shutdown()
+    whole = [bool((value == large_row(i)).all()) for i, (_, value) in enumerate(entries)]
+    return {"stores": len(stores), "whole": whole}
+
+
 def _node_calls() -> list[tuple[str, float]]:
     with open(os.path.join(os.environ["FEEDLINE_RAY_PRIVATE"], "nodes")) as f:
         return [(node, float(t)) for node, t in (line.split() for line in f)]
 
 
-def _second_node_busy(wait: float = 2.0) -> bool:
+def _second_node_busy(wait: float = 10.0) -> bool:
     """Whether, within ``wait`` seconds, the second node is seen mapping an item (one it
-    began less than 0.2 s ago: it takes 0.3 s)."""
+    began less than 0.2 s ago: it takes 0.3 s). The wait covers the start of the Ray
+    worker that runs feedline's tasks there (a worker of their own ``runtime_env``); the
+    trainer pulls nothing meanwhile, so the head cannot finish the epoch alone."""
     deadline = time.time() + wait
     while time.time() < deadline:
         if any(node != HEAD_NODE and time.time() - t < 0.2 for node, t in _node_calls()):
