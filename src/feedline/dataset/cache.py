@@ -85,6 +85,7 @@ from typing import Any
 import numpy as np
 
 from feedline._internal.atomic import replace_file
+from feedline._internal.pid import pid_alive
 from feedline._internal.state import confined_name, state_bool, state_int, state_list
 from feedline._internal.validate import positive_int
 from feedline.dataset.base import BuildContext, Dataset
@@ -548,16 +549,6 @@ class _ReadIterator(DatasetIterator):
 # --------------------------------------------------------------------------- writing
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 class _WriteIterator(DatasetIterator):
     """Yields the parent's elements and writes them into a staging directory."""
 
@@ -594,7 +585,7 @@ class _WriteIterator(DatasetIterator):
             fields = entry[len(_STAGING):].split("-")
             stale = os.path.exists(os.path.join(full, _CLOSED))
             if len(fields) == 4 and fields[1] == host and fields[2].isdigit():
-                stale = stale or not _pid_alive(int(fields[2]))
+                stale = stale or not pid_alive(int(fields[2]))
             if stale:
                 shutil.rmtree(full, ignore_errors=True)
 

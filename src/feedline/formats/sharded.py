@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from feedline._internal.atomic import replace_file
+from feedline._internal.pid import pid_alive
 from feedline._internal.validate import one_of, positive_int
 from feedline.exceptions import IncompleteShardSetError
 
@@ -88,16 +89,6 @@ def manifest_path(shard_path: str | os.PathLike) -> str | None:
     return os.path.join(directory, f".{m['prefix']}-of-{m['num']}.manifest.json")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # PermissionError: someone else's live process
-        return True
-    return True
-
-
 def _remove_stale_temporaries(final: str) -> None:
     """Delete ``.<name>.tmp-<pid>-<random>`` files beside ``final`` left by dead writers."""
     directory, base = os.path.split(final)
@@ -108,7 +99,7 @@ def _remove_stale_temporaries(final: str) -> None:
     head = f".{base}.tmp-"
     for name in names:
         m = _TMP_NAME.search(name)
-        if name.startswith(head) and m and not _pid_alive(int(m["pid"])):
+        if name.startswith(head) and m and not pid_alive(int(m["pid"])):
             try:
                 os.unlink(os.path.join(directory, name))
                 logger.info("removed %s, left by a writer that died", name)

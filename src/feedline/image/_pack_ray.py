@@ -27,6 +27,8 @@ with the shard set's manifest
 manifest) only when every task succeeded. A failing image under ``on_error="raise"``
 (or any other failure) cancels the tasks still running, waits for them, and deletes
 the fragments and temporary files: no manifest, no shard file, nothing half written.
+The fragment folder of a calling process that was killed outright stays behind until
+the next pack into the same folder removes it (its process no longer alive).
 Every task writes its file under a name of its own and renames it into place, and its
 bytes depend only on its inputs, so a task lost with its node and rerun by Ray (up to
 3 times) writes the same file. An image's own exception is not retried: it is raised
@@ -45,12 +47,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from feedline._internal.pid import pid_alive
 from feedline.exceptions import ClusterUnavailableError, PipelineError
 from feedline.image.listfile import write_list
 from feedline.runtime.ray_executor import connect, reachable
@@ -260,6 +264,39 @@ def _lost(ray: Any, exc: BaseException) -> PipelineError:
         f"{type(exc).__name__}: {exc}")
 
 
+_PARTS_NAME = re.compile(r"\.parts-(?P<pid>\d+)-[0-9a-f]+$")
+
+
+def remove_stale_parts(first: str) -> list[str]:
+    """Delete the fragment folders (``.<name>.parts-<pid>-<random>``) beside ``first``
+    that a packing process which died (killed before it could clean up) left; those of
+    live processes stay. The pid is of this machine, as for the shard set's own
+    temporary files. Returns the folders removed.
+
+    Args:
+        first: the path of the first shard of the set being written.
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> os.mkdir(os.path.join(folder, f".a.rec.parts-{os.getpid()}-0a1b"))   # this process's
+    >>> remove_stale_parts(os.path.join(folder, "a.rec"))
+    []
+    """
+    directory, base = os.path.split(first)
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        m = _PARTS_NAME.search(name)
+        if name.startswith(f".{base}.parts-") and m and not pid_alive(int(m["pid"])):
+            shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+            logger.info("removed %s, left by a packing process that died", name)
+            removed.append(name)
+    return removed
+
+
 def pack_with_tasks(order: Sequence, encode: Callable, writer: Any, *, format: str,
                     num_workers: int, on_error: str, bar: Any,
                     list_file: tuple[str, Sequence] | None = None) -> tuple[int, list[tuple[int, str, str]]]:
@@ -282,6 +319,7 @@ def pack_with_tasks(order: Sequence, encode: Callable, writer: Any, *, format: s
     ray = connect()
     temporaries = writer.hand_over()
     first = writer.paths[0]
+    remove_stale_parts(first)
     parts_dir = os.path.join(os.path.dirname(first) or ".",
                              f".{os.path.basename(first)}.parts-{os.getpid()}-{uuid.uuid4().hex[:12]}")
     num_shards = len(temporaries)
