@@ -84,7 +84,7 @@ class SlowOnSecond:
         node = ray.get_runtime_context().get_node_id()
         with open(self.log, "a") as f:
             f.write(f"{node} {time.time()}\n")
-        time.sleep(0.02 if node == self.head else 0.3)
+        time.sleep(0.1 if node == self.head else 0.3)
         return self.encode(item)
 
 
@@ -131,6 +131,11 @@ def pack_losing_a_node(workdir: str, photos: str, cluster) -> dict:
         except Exception:  # noqa: BLE001 - reported to the test
             outcome["error"] = traceback.format_exc()
 
+    import ray
+
+    # a Ray worker up on the second node first: the head (0.3 s a task) cannot pack the
+    # 8 tasks alone while the second node starts one
+    ray.get(ray.remote(lambda: 0).options(resources={"second": 1}).remote())
     thread = threading.Thread(target=run)
     thread.start()
     killed = False
