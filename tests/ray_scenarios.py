@@ -216,10 +216,6 @@ def _scenarios(workdir: str, cluster, results: dict) -> None:
     # 1c. ImageRecordIter's decode stage on the cluster: the batches of processes
     results["image_iter"] = {b: image_iter_digests(workdir, b) for b in ("process", "ray")}
 
-    # 1d. where a chunk's results travel: in the task's reply, or through the stores
-    results["results_travel"] = {str(inline): where_results_travel(inline)
-                                 for inline in (True, False)}
-
     # 1b. feedline's formats as Ray Data datasources read what feedline and the peers wrote
     results["datasources"] = datasources(workdir)
 
@@ -279,32 +275,6 @@ def _scenarios(workdir: str, cluster, results: dict) -> None:
     # 5. the cluster stopped under a running pipeline: a named error within timeout
     results["stopped"] = stop_under(
         cluster, [sys.executable, __file__, "--trainer", "stopped", "4", *CORPUS], "batch")
-
-
-def large_row(i: int) -> np.ndarray:
-    """A 200 KB result (twice Ray's 100 KiB threshold for its node object stores)."""
-    return np.full(200_000, i, np.uint8)
-
-
-def where_results_travel(inline: bool) -> dict:
-    """A 3-item chunk of 200 KB results made on the second node: in how many node object
-    stores its reply lies, and whether the values came back whole."""
-    import ray
-
-    from feedline.runtime.ray_executor import RayExecutor
-
-    ex = RayExecutor(large_row, None, workers=1, stage="travel", resources={"second": 1},
-                     inline_results=inline)
-    try:
-        ex.submit(0, 0, 0, [0, 1, 2], [0, 1, 2])
-        ref = ex._slots[0].refs[0]
-        ray.wait([ref], timeout=120, fetch_local=False)
-        stores = ray.experimental.get_object_locations([ref])[ref]["node_ids"]
-        _, entries, _, _ = ex.collect(0)
-    finally:
-        ex.shutdown()
-    whole = [bool((value == large_row(i)).all()) for i, (_, value) in enumerate(entries)]
-    return {"stores": len(stores), "whole": whole}
 
 
 def _node_calls() -> list[tuple[str, float]]:

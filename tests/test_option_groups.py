@@ -43,7 +43,6 @@ def _times_ten(x):
         (lambda: RayOptions(max_retries=-1), ValueError, "`max_retries` must be a non-negative int, got -1"),
         (lambda: RayOptions(depth=0), ValueError, "`depth` must be a positive int, got 0"),
         (lambda: RayOptions(chunk_seconds=0), ValueError, "`chunk_seconds` must be a positive number, got 0"),
-        (lambda: RayOptions(inline_results="yes"), ValueError, "`inline_results` must be a bool, got 'yes'"),
         (lambda: RayOptions(resources=["prep"]), ValueError,
          "`resources` must map names to non-negative amounts, got ['prep']"),
         (lambda: EncodeOptions(resize=0), ValueError, "`resize` must be a positive int, got 0"),
@@ -82,8 +81,7 @@ def test_sequences_are_kept_as_tuples():
     assert SourceOptions(exts=[".jpg"]).exts == (".jpg",)
     assert DecodeOptions(fields=["cls", "txt"]).fields == ("cls", "txt")
     assert RayOptions(resources={"prep": 1}).as_dict() == {
-        "num_cpus": 1, "resources": {"prep": 1}, "max_retries": 3, "depth": 2, "chunk_seconds": 0.2,
-        "inline_results": True}
+        "num_cpus": 1, "resources": {"prep": 1}, "max_retries": 3, "depth": 2, "chunk_seconds": 0.2}
 
 
 # ---------------------------------------------------------------------------- Dataset.map
@@ -130,8 +128,7 @@ def test_map_ray_options_dict_is_the_typed_ray_options():
         old = Dataset.range(3).map(abs, num_workers=2, backend="ray",
                                    ray_options={"num_cpus": 2, "resources": {"prep": 1}})
     assert typed.ray_options == old.ray_options == {
-        "num_cpus": 2, "resources": {"prep": 1}, "max_retries": 3, "depth": 2, "chunk_seconds": 0.2,
-        "inline_results": True}
+        "num_cpus": 2, "resources": {"prep": 1}, "max_retries": 3, "depth": 2, "chunk_seconds": 0.2}
 
 
 def test_map_refuses_one_option_given_twice_with_different_values():

@@ -32,14 +32,6 @@ def test_ray_output_is_bit_identical_to_processes(report):
     assert report["ray"] != report["local"]  # the crops are random: the test can tell
 
 
-def test_results_travel_in_the_reply_unless_told_otherwise(report):
-    # inline_results=True (the default): the 600 KB chunk made on the second node is in
-    # no node's object store (it came in the task's reply); False: Ray's default path
-    travel = report["results_travel"]
-    assert travel["True"] == {"stores": 0, "whole": [True, True, True]}
-    assert travel["False"] == {"stores": 1, "whole": [True, True, True]}
-
-
 def test_image_record_iter_decodes_on_ray_as_on_processes(report):
     got = report["image_iter"]
     assert len(got["ray"]) == -(-48 // 8) and got["ray"] == got["process"]

@@ -19,7 +19,6 @@ from feedline.runtime.ray_executor import check_ray_options
         ({"max_retries": -1}, r"`ray_options\['max_retries'\]` must be an int >= 0, got -1"),
         ({"depth": 0}, r"`ray_options\['depth'\]` must be an int >= 1, got 0"),
         ({"resources": ["prep"]}, r"`ray_options\['resources'\]` must map names to amounts"),
-        ({"inline_results": 1}, r"`ray_options\['inline_results'\]` must be a bool, got 1"),
     ],
 )
 def test_bad_ray_options_are_named(options, match):

@@ -86,12 +86,6 @@ class RayOptions:
         chunk_seconds: work per task, in seconds (a positive number): a task costs Ray's
             processes about 5 CPU-ms together, far more than a message costs a local
             worker, so each carries this much.
-        inline_results: whether a task's results (up to 32 MiB a chunk) travel in its
-            reply straight to the trainer (``True``), or through the object stores of
-            the node that made them and of the trainer's node (``False``, Ray's
-            default for results over 100 KiB: each node's object manager copies them,
-            but they spill to disk under memory pressure). See
-            :mod:`feedline.runtime.ray_executor`.
 
     >>> RayOptions(num_cpus=2, resources={"prep": 1}).as_dict()["resources"]
     {'prep': 1}
@@ -106,7 +100,6 @@ class RayOptions:
     max_retries: int = 3
     depth: int = 2
     chunk_seconds: float = 0.2
-    inline_results: bool = True
 
     def __post_init__(self) -> None:
         check_float("num_cpus", self.num_cpus, low_open=True, text="a positive number")
@@ -120,18 +113,16 @@ class RayOptions:
         non_negative_int("max_retries", self.max_retries)
         positive_int("depth", self.depth)
         check_float("chunk_seconds", self.chunk_seconds, low_open=True, text="a positive number")
-        if not isinstance(self.inline_results, bool):
-            raise ValueError(f"`inline_results` must be a bool, got {self.inline_results!r}")
 
     def as_dict(self) -> dict[str, Any]:
         """The options as the keyword arguments of the Ray executor.
 
         >>> sorted(RayOptions().as_dict())
-        ['chunk_seconds', 'depth', 'inline_results', 'max_retries', 'num_cpus', 'resources']
+        ['chunk_seconds', 'depth', 'max_retries', 'num_cpus', 'resources']
         """
         return {"num_cpus": self.num_cpus, "resources": dict(self.resources or {}),
                 "max_retries": self.max_retries, "depth": self.depth,
-                "chunk_seconds": self.chunk_seconds, "inline_results": self.inline_results}
+                "chunk_seconds": self.chunk_seconds}
 
 
 @dataclass(frozen=True, kw_only=True)

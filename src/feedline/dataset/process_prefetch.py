@@ -48,13 +48,12 @@ runs in one Ray actor instead of a local process
 ``RAY_ADDRESS`` names; everything above holds — order, errors at their item with the
 actor's traceback, ``get_state()`` taken in the actor so that a state resumes exactly
 (on either backend: the states are the same), ``timeout`` — except what is about local
-processes: finished items come back as Ray objects (in the actor's replies, not shared
-memory), and ``start_method``, ``transport`` and ``nice`` do not apply.
-``ray=RayOptions(...)`` places the actor as it places map's Ray tasks: ``num_cpus``
-(held by the actor while it lives, default 1) and ``resources`` (custom resources, such
-as ``{"prep": 1}`` for the nodes started with ``ray start --resources='{"prep": 8}'``);
-``inline_results`` applies as to map's tasks; its other fields are about tasks and must
-keep their defaults. The pipeline must pickle
+processes: finished items come back through Ray's object store (not shared memory), and
+``start_method``, ``transport`` and ``nice`` do not apply. ``ray=RayOptions(...)``
+places the actor as it places map's Ray tasks: ``num_cpus`` (held by the actor while
+it lives, default 1) and ``resources`` (custom resources, such as ``{"prep": 1}`` for
+the nodes started with ``ray start --resources='{"prep": 8}'``); its other fields are
+about tasks and must keep their defaults. The pipeline must pickle
 with cloudpickle (its files reopen in the actor, so they must be on a file system that
 node sees). With ``timeout=seconds``, the cluster gone raises
 :class:`~feedline.exceptions.ClusterUnavailableError` naming the stage within about
@@ -373,8 +372,7 @@ class _ProcessHolder(PoolKeeper[_Pool]):
             return RayActorExecutor(_same, _Cursor(self._parent, self._name), stage=self._name,
                                     timeout=self.timeout, depth=self._depth,
                                     num_cpus=self._ray.num_cpus,
-                                    resources=dict(self._ray.resources or {}),
-                                    inline_results=self._ray.inline_results)
+                                    resources=dict(self._ray.resources or {}))
         return WorkerPool(_same, _Cursor(self._parent, self._name), workers=1,
                           stage=self._name, start_method=self._start_method,
                           transport=self._transport, depth=self._depth, nested=True,

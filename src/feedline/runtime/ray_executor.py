@@ -13,20 +13,19 @@ initialised yet; with neither, :class:`~feedline.exceptions.ClusterUnavailableEr
   random-access input is shipped once through the object store (``ray.put`` of
   ``(fn, source)``, cached per Ray worker process) and the task reads its own records
   with ``source[base + position]``: record bytes never travel through the trainer.
-  Results come back as Ray objects; small numpy arrays of a chunk travel stacked (one
-  buffer per column).
-* **Results in the reply.** With ``inline_results`` (the default) a task's results
-  travel inside its reply, straight from the Ray worker to the trainer's in-process
-  object store, up to ``chunk_bytes`` (32 MiB) per chunk; a larger reply goes through
-  the node object stores as before. Through the object stores, each chunk produced on
-  another node is copied by both nodes' object managers (about 0.35 CPU-ms per 150 KB
-  image, measured in ``benchmarks/bench_ray.py``): in the reply, the two Ray node
-  processes take no part. The tasks (and ``prefetch``'s actor) get this by two Ray
-  settings in their ``runtime_env`` (``RAY_max_direct_call_object_size`` and
-  ``RAY_task_rpc_inlined_bytes_limit``), merged into the job's own ``runtime_env``;
-  they start in Ray worker processes of their own. ``inline_results=False`` leaves
-  Ray's defaults (results larger than 100 KiB through the object stores, which spill
-  to disk under memory pressure).
+  Results come back through the object store; small numpy arrays of a chunk travel
+  stacked (one buffer per column).
+* **Large results.** Ray puts a task's results over 100 KiB into its node's object
+  store; a chunk made on another node is then copied by both nodes' object managers on
+  its way to the trainer (about 0.35 CPU-ms per 150 KB image, in
+  ``benchmarks/bench_ray.py``). A cluster whose nodes are started with
+  ``RAY_max_direct_call_object_size`` and ``RAY_task_rpc_inlined_bytes_limit`` set to
+  ``34603008`` (33 MiB, above the 32 MiB a chunk carries at most) in their environment
+  sends each chunk in the task's reply instead, straight to the trainer: the raylets
+  take no part, which saves about 0.12 CPU-ms and half the memory per such image (see
+  the scale-out guide). feedline does not set them per task: tasks with a
+  ``runtime_env`` of their own wait for Ray worker processes of their own, and Ray
+  then placed them on fewer nodes than it had.
 * **Bound.** ``buffer_size`` bounds the items in flight (pulled and not yet yielded),
   as on every backend.
 * **Resources.** :class:`~feedline.RayOptions` (``map(..., execution=ExecutionOptions(
@@ -35,7 +34,7 @@ initialised yet; with neither, :class:`~feedline.exceptions.ClusterUnavailableEr
   (custom resources such as ``{"prep": 1}`` for nodes started with
   ``ray start --resources='{"prep": 8}'``), ``max_retries`` (default 3), ``depth``,
   ``chunk_seconds`` (work per task, default 0.2 s: a task costs Ray's processes about
-  5 CPU-ms together, far more than a message costs a local worker), ``inline_results``.
+  5 CPU-ms together, far more than a message costs a local worker).
 * **Node loss.** A task lost with its node (``WorkerCrashedError``/node death) is rerun
   elsewhere by Ray, up to ``max_retries`` times; its items are seeded from
   ``(seed, epoch, position)`` (:mod:`feedline.runtime.seeding`), so the rerun returns
@@ -55,7 +54,7 @@ Without Ray installed: ``ImportError`` naming ``pip install 'feedline[ray]'``.
 >>> check_ray_options({"gpus": 1})
 Traceback (most recent call last):
 ...
-ValueError: `ray_options` has unknown key(s) ['gpus']; known: chunk_seconds, depth, inline_results, max_retries, num_cpus, resources
+ValueError: `ray_options` has unknown key(s) ['gpus']; known: chunk_seconds, depth, max_retries, num_cpus, resources
 """
 
 from __future__ import annotations
@@ -81,8 +80,7 @@ from feedline.runtime.workers import pack_entries, pack_exception, unpack_entrie
 __all__ = ["RayExecutor", "RayActorExecutor", "check_ray_options", "cluster_cpus", "reachable",
            "require_ray"]
 
-_OPTIONS = ("chunk_seconds", "depth", "inline_results", "max_retries", "num_cpus", "resources")
-_CHUNK_BYTES = 32 << 20  # most result bytes one chunk carries (and one reply inlines)
+_OPTIONS = ("chunk_seconds", "depth", "max_retries", "num_cpus", "resources")
 _PROBE_SECONDS = 3.0  # how long a liveness probe of the cluster may take
 
 
@@ -102,9 +100,8 @@ def check_ray_options(options: dict[str, Any]) -> None:
     Args:
         options: the ``ray_options`` dict. Unknown keys raise ``ValueError`` listing the
             known ones; so do ``num_cpus``/``chunk_seconds`` that are not positive
-            numbers, ``max_retries`` not an int ``>= 0``, ``depth`` not an int ``>= 1``,
-            ``inline_results`` not a bool and ``resources`` not a dict of names to
-            numbers.
+            numbers, ``max_retries`` not an int ``>= 0``, ``depth`` not an int ``>= 1``
+            and ``resources`` not a dict of names to numbers.
 
     >>> check_ray_options({"num_cpus": 2, "resources": {"prep": 1}, "max_retries": 3})
     >>> check_ray_options({"num_cpus": 0})
@@ -123,9 +120,6 @@ def check_ray_options(options: dict[str, Any]) -> None:
         value = options.get(key, least)
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"`ray_options['{key}']` must be an int >= {least}, got {value!r}")
-    if not isinstance(options.get("inline_results", True), bool):
-        raise ValueError(f"`ray_options['inline_results']` must be a bool, "
-                         f"got {options['inline_results']!r}")
     resources = options.get("resources", {})
     if not isinstance(resources, dict) or not all(
             isinstance(k, str) and isinstance(v, (int, float)) for k, v in resources.items()):
@@ -189,22 +183,6 @@ def reachable(ray: Any) -> bool:
     return bool(answer and answer[0])
 
 
-def inline_env(chunk_bytes: int = _CHUNK_BYTES) -> dict[str, Any]:
-    """The ``runtime_env`` that makes a Ray worker put a reply of up to ``chunk_bytes``
-    (and a little more, for what pickling adds) into the task's reply rather than into
-    its node's object store (see the module docstring).
-
-    Args:
-        chunk_bytes: the most result bytes of one chunk.
-
-    >>> inline_env(1 << 20)["env_vars"]["RAY_max_direct_call_object_size"]
-    '2097152'
-    """
-    limit = str(chunk_bytes + (1 << 20))
-    return {"env_vars": {"RAY_max_direct_call_object_size": limit,
-                         "RAY_task_rpc_inlined_bytes_limit": limit}}
-
-
 # ------------------------------------------------------------------ task side
 _SPECS: dict[str, Any] = {}  # token -> (fn, source), per Ray worker process
 
@@ -252,8 +230,6 @@ class RayExecutor(SlotExecutor):
         max_retries: times Ray reruns a task lost with its node.
         depth: most chunk tasks in flight per slot.
         chunk_seconds: the work one task should carry, in seconds.
-        inline_results: whether results travel in the task's reply (see the module
-            docstring).
     """
 
     keep_when_idle = True
@@ -261,15 +237,13 @@ class RayExecutor(SlotExecutor):
     def __init__(self, fn: Any, source: Any, *, workers: int, stage: str,
                  timeout: float | None = None, num_cpus: float = 1,
                  resources: dict[str, float] | None = None, max_retries: int = 3,
-                 depth: int = 2, chunk_seconds: float = 0.2,
-                 inline_results: bool = True) -> None:
+                 depth: int = 2, chunk_seconds: float = 0.2) -> None:
         self._ray = ray = connect()
         self.stage = stage
         self.depth = depth
         self.timeout = timeout
         self.chunk_seconds = chunk_seconds
-        self.chunk_bytes = _CHUNK_BYTES
-        self._runtime_env = {"runtime_env": inline_env(self.chunk_bytes)} if inline_results else {}
+        self.chunk_bytes = 32 << 20  # keep below the cluster settings under "Large results"
         self.broken: str | None = None
         self._generation = 0
         self._cluster = _cluster_id(ray)
@@ -282,7 +256,7 @@ class RayExecutor(SlotExecutor):
                 f"(they must pickle with cloudpickle): {exc}") from exc
         self._task = ray.remote(_run_task).options(
             num_cpus=num_cpus, resources=dict(resources or {}), max_retries=max_retries,
-            retry_exceptions=False, name=f"feedline:{stage}", **self._runtime_env)
+            retry_exceptions=False, name=f"feedline:{stage}")
         self._slots: list[_RaySlot] = []
         self.add_workers(workers)
 
@@ -513,7 +487,6 @@ class RayActorExecutor(RayExecutor):
         num_cpus: CPUs the actor holds while it lives.
         resources: custom resources it needs (its placement, e.g. ``{"prep": 1}``).
         depth: chunks in flight at once.
-        inline_results: whether results travel in the replies (see the module docstring).
 
     >>> RayActorExecutor.keep_when_idle   # kept between iterations, like map's tasks
     True
@@ -521,15 +494,14 @@ class RayActorExecutor(RayExecutor):
 
     def __init__(self, fn: Any, source: Any, *, stage: str, timeout: float | None = None,
                  num_cpus: float = 1, resources: dict[str, float] | None = None,
-                 depth: int = 2, inline_results: bool = True) -> None:
+                 depth: int = 2) -> None:
         super().__init__(fn, source, workers=1, stage=stage, timeout=timeout,
-                         num_cpus=num_cpus, resources=resources, depth=depth,
-                         inline_results=inline_results)
+                         num_cpus=num_cpus, resources=resources, depth=depth)
         try:
             self._actor = self._ray.remote(_SourceActor).options(
                 num_cpus=num_cpus, resources=dict(resources or {}), max_restarts=0,
                 max_task_retries=0, name=f"feedline:{stage}:{self._token[:8]}",
-                **self._runtime_env).remote(self._box)
+            ).remote(self._box)
         except Exception as exc:  # noqa: BLE001 - Ray's own errors
             raise self._lost(exc, None) from exc
 
