@@ -57,7 +57,7 @@ NOTE = (
     "store, over the network and into the trainer's node's store. With the recommended "
     "settings the Ray worker sends a chunk's results in its reply to the trainer and the "
     "raylets take no part; the Ray workers pay for sending them and the trainer for "
-    "receiving them, each about 0.12 CPU-ms per image more than local workers writing, "
+    "receiving them, each 0.05-0.15 CPU-ms per image more than local workers writing, "
     "and the trainer reading, shared memory (with tiny results, feedline on Ray costs what "
     "feedline's processes cost). Separate "
     "runs of this benchmark on this shared 2-core machine moved the rates by up to 2-3x "
