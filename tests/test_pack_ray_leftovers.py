@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from feedline.image._pack_ray import remove_stale_parts
+from feedline.image._pack_ray import _host, parts_folder, remove_stale_parts
 
 
 def _dead_pid() -> int:
@@ -16,17 +16,32 @@ def _dead_pid() -> int:
     return proc.pid
 
 
+def _left_by(pid: int, first: str, host: str | None = None) -> str:
+    """The fragment folder's name a packing process ``pid`` on ``host`` (this machine's
+    by default) gives for the set whose first shard is ``first``."""
+    return f".{os.path.basename(first)}.parts-{host or _host()}-{pid}-0123abcd"
+
+
+def test_the_name_names_this_machine_and_process(tmp_path):
+    first = str(tmp_path / "a.rec")
+    assert os.path.basename(parts_folder(first)).startswith(
+        _left_by(os.getpid(), first)[: -len("0123abcd")])
+
+
 def test_folders_of_dead_packers_go_and_live_ones_stay(tmp_path):
-    first = tmp_path / "train-00000-of-00002.rec"
-    dead = tmp_path / f".{first.name}.parts-{_dead_pid()}-0123abcd"
-    live = tmp_path / f".{first.name}.parts-{os.getpid()}-4567ef01"
-    other_set = tmp_path / f".val-00000-of-00002.rec.parts-{_dead_pid()}-89ab"
-    for folder in (dead, live, other_set):
+    first = str(tmp_path / "train-00000-of-00002.rec")
+    other = str(tmp_path / "val-00000-of-00002.rec")
+    dead = tmp_path / _left_by(_dead_pid(), first)
+    live = tmp_path / _left_by(os.getpid(), first)
+    elsewhere = tmp_path / _left_by(_dead_pid(), first, host="another_machine")
+    other_set = tmp_path / _left_by(_dead_pid(), other)
+    for folder in (dead, live, elsewhere, other_set):
         folder.mkdir()
         (folder / "0").write_bytes(b"fragment")
-    assert remove_stale_parts(str(first)) == [dead.name]
+    assert remove_stale_parts(first) == [dead.name]
     assert not dead.exists()
     assert (live / "0").read_bytes() == b"fragment"
+    assert elsewhere.exists()  # its pid means nothing on this machine
     assert other_set.exists()  # another shard set's folder is that pack's business
 
 

@@ -9,7 +9,7 @@ tasks (``num_workers`` at once), all on the shared file system beside the output
 1. **Encode.** The list, in write order, is cut into chunks of consecutive entries.
    A task reads, decodes and re-encodes its chunk's images and writes the finished
    records into one fragment file in a scratch folder beside the output
-   (``.<first shard's name>.parts-<pid>-<random>/<chunk>``), grouped by
+   (``.<first shard's name>.parts-<host>-<pid>-<random>/<chunk>``), grouped by
    *lane*: the chunk's ``j``-th written record goes to lane ``j % num_shards``. It
    returns each lane's byte range, keys and record offsets, and the entries it skipped.
 2. **Assemble.** Records go to shards round robin over the records *written*, so once
@@ -49,6 +49,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
@@ -264,21 +265,39 @@ def _lost(ray: Any, exc: BaseException) -> PipelineError:
         f"{type(exc).__name__}: {exc}")
 
 
-_PARTS_NAME = re.compile(r"\.parts-(?P<pid>\d+)-[0-9a-f]+$")
+_PARTS_NAME = re.compile(r"\.parts-(?P<host>\w+)-(?P<pid>\d+)-[0-9a-f]+$")
+
+
+def parts_folder(first: str) -> str:
+    """A new fragment folder's path beside ``first``:
+    ``.<name>.parts-<host>-<pid>-<random>`` (see :func:`remove_stale_parts`).
+
+    Args:
+        first: the path of the first shard of the set being written.
+
+    >>> parts_folder("out/a.rec").startswith(f"out/.a.rec.parts-{_host()}-{os.getpid()}-")
+    True
+    """
+    return os.path.join(os.path.dirname(first) or ".", f".{os.path.basename(first)}.parts-"
+                        f"{_host()}-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+
+
+def _host() -> str:
+    return re.sub(r"\W", "_", socket.gethostname()) or "host"
 
 
 def remove_stale_parts(first: str) -> list[str]:
-    """Delete the fragment folders (``.<name>.parts-<pid>-<random>``) beside ``first``
-    that a packing process which died (killed before it could clean up) left; those of
-    live processes stay. The pid is of this machine, as for the shard set's own
-    temporary files. Returns the folders removed.
+    """Delete the fragment folders beside ``first`` (:func:`parts_folder`) that a packing
+    process of this machine left when it died (killed before it could clean up); those
+    of live processes, and those of other machines sharing the folder, stay. Returns the
+    folders removed.
 
     Args:
         first: the path of the first shard of the set being written.
 
     >>> import tempfile
     >>> folder = tempfile.mkdtemp()
-    >>> os.mkdir(os.path.join(folder, f".a.rec.parts-{os.getpid()}-0a1b"))   # this process's
+    >>> os.mkdir(parts_folder(os.path.join(folder, "a.rec")))   # this process's
     >>> remove_stale_parts(os.path.join(folder, "a.rec"))
     []
     """
@@ -290,7 +309,8 @@ def remove_stale_parts(first: str) -> list[str]:
     removed = []
     for name in names:
         m = _PARTS_NAME.search(name)
-        if name.startswith(f".{base}.parts-") and m and not pid_alive(int(m["pid"])):
+        if (name.startswith(f".{base}.parts-") and m and m["host"] == _host()
+                and not pid_alive(int(m["pid"]))):
             shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
             logger.info("removed %s, left by a packing process that died", name)
             removed.append(name)
@@ -320,8 +340,7 @@ def pack_with_tasks(order: Sequence, encode: Callable, writer: Any, *, format: s
     temporaries = writer.hand_over()
     first = writer.paths[0]
     remove_stale_parts(first)
-    parts_dir = os.path.join(os.path.dirname(first) or ".",
-                             f".{os.path.basename(first)}.parts-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+    parts_dir = parts_folder(first)
     num_shards = len(temporaries)
     tasks = _Tasks(ray, num_workers)
     try:
