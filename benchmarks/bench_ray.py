@@ -61,8 +61,8 @@ NOTE = (
     "and the trainer reading, shared memory (with tiny results, feedline on Ray costs what "
     "feedline's processes cost). Separate "
     "runs of this benchmark on this shared 2-core machine moved the rates by up to 2-3x "
-    "(other jobs' load) and the CPU per item by a few hundredths of a millisecond: "
-    "compare the rows of one run, not runs."
+    "(other jobs' load) and the Ray overhead by up to 0.08 CPU-ms per image: compare the "
+    "rows of one run, and the means of several runs, not single numbers of separate runs."
 )
 _AUG = None
 
