@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 
-from feedline.image._pack_ray import _host, parts_folder, remove_stale_parts
+from feedline._internal.pid import host_tag
+from feedline.image._pack_ray import parts_folder, remove_stale_parts
 
 
 def _dead_pid() -> int:
@@ -19,7 +20,7 @@ def _dead_pid() -> int:
 def _left_by(pid: int, first: str, host: str | None = None) -> str:
     """The fragment folder's name a packing process ``pid`` on ``host`` (this machine's
     by default) gives for the set whose first shard is ``first``."""
-    return f".{os.path.basename(first)}.parts-{host or _host()}-{pid}-0123abcd"
+    return f".{os.path.basename(first)}.parts-{host or host_tag()}-{pid}-0123abcd"
 
 
 def test_the_name_names_this_machine_and_process(tmp_path):

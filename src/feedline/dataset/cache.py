@@ -77,7 +77,6 @@ import logging
 import os
 import pickle
 import shutil
-import socket
 import types
 import uuid
 from typing import Any
@@ -85,7 +84,7 @@ from typing import Any
 import numpy as np
 
 from feedline._internal.atomic import replace_file
-from feedline._internal.pid import pid_alive
+from feedline._internal.pid import host_tag, pid_alive
 from feedline._internal.state import confined_name, state_bool, state_int, state_list
 from feedline._internal.validate import positive_int
 from feedline.dataset.base import BuildContext, Dataset
@@ -571,13 +570,13 @@ class _WriteIterator(DatasetIterator):
     # -- staging directories
     def _start_staging(self) -> None:
         os.makedirs(self._ds.path, exist_ok=True)
-        host = socket.gethostname().replace("-", "_")
-        name = f"{_STAGING}{self._ds.fingerprint}-{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        name = (f"{_STAGING}{self._ds.fingerprint}-{host_tag()}-{os.getpid()}-"
+                f"{uuid.uuid4().hex[:8]}")
         self._staging = os.path.join(self._ds.path, name)
         os.mkdir(self._staging)
 
     def _clean_stale(self) -> None:
-        host = socket.gethostname().replace("-", "_")
+        host = host_tag()
         for entry in os.listdir(self._ds.path):
             if not entry.startswith(_STAGING):
                 continue

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from feedline._internal.atomic import replace_file
-from feedline._internal.pid import pid_alive
+from feedline._internal.pid import left_by_dead_writers
 from feedline._internal.validate import one_of, positive_int
 from feedline.exceptions import IncompleteShardSetError
 
@@ -92,19 +92,12 @@ def manifest_path(shard_path: str | os.PathLike) -> str | None:
 def _remove_stale_temporaries(final: str) -> None:
     """Delete ``.<name>.tmp-<pid>-<random>`` files beside ``final`` left by dead writers."""
     directory, base = os.path.split(final)
-    try:
-        names = os.listdir(directory or ".")
-    except OSError:
-        return
-    head = f".{base}.tmp-"
-    for name in names:
-        m = _TMP_NAME.search(name)
-        if name.startswith(head) and m and not pid_alive(int(m["pid"])):
-            try:
-                os.unlink(os.path.join(directory, name))
-                logger.info("removed %s, left by a writer that died", name)
-            except FileNotFoundError:
-                pass
+    for name in left_by_dead_writers(directory, f".{base}.tmp-", _TMP_NAME):
+        try:
+            os.unlink(os.path.join(directory, name))
+            logger.info("removed %s, left by a writer that died", name)
+        except FileNotFoundError:
+            pass
 
 
 def _load_manifest(path: str) -> dict | None:

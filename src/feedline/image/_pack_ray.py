@@ -49,13 +49,12 @@ import logging
 import os
 import re
 import shutil
-import socket
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from feedline._internal.pid import pid_alive
+from feedline._internal.pid import host_tag, left_by_dead_writers
 from feedline.exceptions import ClusterUnavailableError, PipelineError
 from feedline.image.listfile import write_list
 from feedline.runtime.ray_executor import connect, reachable
@@ -265,7 +264,7 @@ def _lost(ray: Any, exc: BaseException) -> PipelineError:
         f"{type(exc).__name__}: {exc}")
 
 
-_PARTS_NAME = re.compile(r"\.parts-(?P<host>\w+)-(?P<pid>\d+)-[0-9a-f]+$")
+_PARTS_NAME = re.compile(r"\.parts-(?P<host>[^-]+)-(?P<pid>\d+)-[0-9a-f]+$")
 
 
 def parts_folder(first: str) -> str:
@@ -275,15 +274,11 @@ def parts_folder(first: str) -> str:
     Args:
         first: the path of the first shard of the set being written.
 
-    >>> parts_folder("out/a.rec").startswith(f"out/.a.rec.parts-{_host()}-{os.getpid()}-")
+    >>> parts_folder("out/a.rec").startswith(f"out/.a.rec.parts-{host_tag()}-{os.getpid()}-")
     True
     """
     return os.path.join(os.path.dirname(first) or ".", f".{os.path.basename(first)}.parts-"
-                        f"{_host()}-{os.getpid()}-{uuid.uuid4().hex[:12]}")
-
-
-def _host() -> str:
-    return re.sub(r"\W", "_", socket.gethostname()) or "host"
+                        f"{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:12]}")
 
 
 def remove_stale_parts(first: str) -> list[str]:
@@ -302,18 +297,10 @@ def remove_stale_parts(first: str) -> list[str]:
     []
     """
     directory, base = os.path.split(first)
-    try:
-        names = os.listdir(directory or ".")
-    except OSError:
-        return []
-    removed = []
-    for name in names:
-        m = _PARTS_NAME.search(name)
-        if (name.startswith(f".{base}.parts-") and m and m["host"] == _host()
-                and not pid_alive(int(m["pid"]))):
-            shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
-            logger.info("removed %s, left by a packing process that died", name)
-            removed.append(name)
+    removed = left_by_dead_writers(directory, f".{base}.parts-", _PARTS_NAME)
+    for name in removed:
+        shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+        logger.info("removed %s, left by a packing process that died", name)
     return removed
 
 
