@@ -7,19 +7,22 @@ per item), batches of 64 consumed as torch tensors:
 * feedline ``backend="process"``: ``from_random_access(RecordIO).global_shuffle()
   .map(aug, num_workers=2).batch(64)``;
 * feedline ``backend="ray"``: the same pipeline, ``backend="ray"``, on a 2-node local
-  cluster (head + a second node, one CPU each: the same 2 cores) with Ray's default
-  settings, and again on a cluster started with the settings the scale-out guide
-  recommends for large results (``INLINE_SETTINGS``: a chunk's results travel in the
-  task's reply rather than through both nodes' object stores);
+  cluster (head + a second node, one CPU each: the same 2 cores), three times
+  (``SETTINGS``): with Ray's default settings; with Ray's settings for large results
+  (``INLINE_SETTINGS``: a chunk's results travel in the task's reply rather than
+  through both nodes' object stores); and with those and the allocator settings the
+  scale-out guide recommends as well (``ALLOCATOR_SETTINGS``), in the environment of
+  ``ray start`` and of the trainer (the process row beside it runs in it too);
 * Ray Data: ``read_binary_files(folder).map(aug).iter_torch_batches(batch_size=64)``
-  (Ray has no RecordIO reader, so it reads the original files) on that cluster.
+  (Ray has no RecordIO reader, so it reads the original files) on the first cluster.
 
 Ray runs only inside a loopback-only network namespace (``tests/ray_cluster.py``), and
 every Ray process is stopped before the benchmark returns. Reported per pipeline:
 images/s, time to first batch, peak memory (summed RSS of the pipeline's processes:
 the trainer, its workers or the Ray node processes) and CPU per item (CPU seconds of
 all those processes over ``EPOCHS`` epochs, divided by the items), split by kind of
-process (trainer, workers, Ray's node processes). From it: the overhead over the CPU
+process (trainer, workers, Ray's node processes); speed from the best of ``ROUNDS``
+rounds, CPU the mean of them. From it: the overhead over the CPU
 the same work takes in one warmed-up thread, and the Ray overhead: a Ray row's CPU per
 item less the process row's, each less the share of the idle cluster's own CPU (Ray's
 processes burn it whether anything runs or not; it is reported apart). Goals (issue
@@ -45,24 +48,35 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 BATCH = 64
-ROUNDS = 3
+ROUNDS = 5  # CPU per item is the mean over the rounds: one round alone moves too much
 EPOCHS = 3  # epochs per measured window: CPU ticks are 10 ms, so a window must be long
-# what the scale-out guide recommends for results over 100 KiB (see ray_executor's docstring)
+# the cluster settings the scale-out guide recommends when results are large (see
+# ray_executor's docstring), in the environment of `ray start` on every node and of the
+# trainer: Ray's, so that a chunk's results travel in the task's reply; and glibc's
+# allocator's, so that the 20-30 MB buffers each reply needs on both ends are reused from
+# one heap rather than mapped afresh from the kernel (page faults, zero-filling) and
+# handed back after
 INLINE_SETTINGS = {"RAY_max_direct_call_object_size": "34603008",
                    "RAY_task_rpc_inlined_bytes_limit": "34603008"}
+ALLOCATOR_SETTINGS = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:"
+                                        "glibc.malloc.trim_threshold=268435456:"
+                                        "glibc.malloc.arena_max=1"}
+SETTINGS = {"defaults": {}, "inline": INLINE_SETTINGS,
+            "recommended": {**INLINE_SETTINGS, **ALLOCATOR_SETTINGS}}
 NOTE = (
     "Where the CPU goes is in the last three columns (CPU-ms per image of each kind of "
-    "process, the work itself included in the workers' share). With Ray's defaults the "
-    "raylets copy the second node's results (150 KB of pixels per image) out of its object "
-    "store, over the network and into the trainer's node's store. With the recommended "
-    "settings the Ray worker sends a chunk's results in its reply to the trainer and the "
-    "raylets take no part; the Ray workers pay for sending them and the trainer for "
-    "receiving them, each 0.05-0.15 CPU-ms per image more than local workers writing, "
-    "and the trainer reading, shared memory (with tiny results, feedline on Ray costs what "
-    "feedline's processes cost). Separate "
-    "runs of this benchmark on this shared 2-core machine moved the rates by up to 2-3x "
-    "(other jobs' load) and the Ray overhead by up to 0.08 CPU-ms per image: compare the "
-    "rows of one run, and the means of several runs, not single numbers of separate runs."
+    "process, the work itself included in the workers' share). The extra over the process "
+    "rows is moving the results, 150 KB of pixels per image. On cluster A the raylets copy "
+    "the second node's results out of its object store, over the network and into the "
+    "trainer's node's store. On B the Ray worker sends a chunk's results in its reply to "
+    "the trainer and the raylets take no part, but each reply (20-30 MB) needs fresh "
+    "buffers on both ends that glibc maps from the kernel and hands back after: the page "
+    "faults column, each fault a page zero-filled first. On C the allocator settings keep "
+    "those buffers in one heap for reuse. With tiny "
+    "results, feedline on Ray costs what feedline's processes cost. Rounds of one run "
+    "differ by up to 0.3 CPU-ms per image on this shared 2-core machine, and separate runs "
+    "move the rates by up to 2x (other jobs' load): compare the means of the rows of one "
+    "run."
 )
 _AUG = None
 
@@ -101,10 +115,11 @@ class Payloads:
 
 
 # ---------------------------------------------------------------- process accounting
-def _ticks(pid: int) -> int:
+def _ticks_and_faults(pid: int) -> tuple[int, int]:
+    """CPU ticks (user + system) and minor page faults of process ``pid`` so far."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+    return int(fields[11]) + int(fields[12]), int(fields[7])
 
 
 def _rss(pid: int) -> int:
@@ -144,24 +159,29 @@ def _kind(pid: int) -> str:
 
 
 class Meter:
-    """CPU ticks and peak summed RSS of the marked processes while a pipeline runs."""
+    """CPU ticks, minor page faults and peak summed RSS of the marked processes while a
+    pipeline runs."""
 
     def __init__(self) -> None:
         self.peak = 0
         self._stop = threading.Event()
         self._last: dict[int, int] = {}
         self._first: dict[int, int] = {}
+        self._faults_last: dict[int, int] = {}
+        self._faults_first: dict[int, int] = {}
         self._kinds: dict[int, str] = {}
 
     def _sample(self) -> None:
         total = 0
         for pid in _marked():
             try:
-                ticks, rss = _ticks(pid), _rss(pid)
+                (ticks, faults), rss = _ticks_and_faults(pid), _rss(pid)
             except OSError:
                 continue
             self._first.setdefault(pid, ticks)
             self._last[pid] = ticks
+            self._faults_first.setdefault(pid, faults)
+            self._faults_last[pid] = faults
             if pid not in self._kinds:
                 self._kinds[pid] = _kind(pid)
             total += rss
@@ -170,6 +190,7 @@ class Meter:
     def __enter__(self) -> Meter:
         self._sample()
         self._first = dict(self._last)
+        self._faults_first = dict(self._faults_last)
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
         return self
@@ -190,6 +211,11 @@ class Meter:
             kind = self._kinds.get(pid, "workers")
             out[kind] += (ticks - self._first.get(pid, 0)) / os.sysconf("SC_CLK_TCK")
         return out
+
+    @property
+    def faults(self) -> int:
+        """Minor page faults of the marked processes while it ran."""
+        return sum(v - self._faults_first.get(p, 0) for p, v in self._faults_last.items())
 
     @property
     def cpu_seconds(self) -> float:
@@ -292,22 +318,27 @@ def inside(folder: str, rec: str, idx: str, count: int, settings: str, out: str)
                 "ray_data": ray_data_run}
         if settings != "defaults":
             del runs["ray_data"]
-        best: dict = {}
+        rounds: dict = {name: [] for name in runs}
         for _ in range(ROUNDS):  # rounds interleave the pipelines: load hits all alike
             for name, run in runs.items():
                 first, total, meter = run()
-                if name not in best or total < best[name][1]:
-                    best[name] = (first, total, meter.cpu_seconds, meter.peak,
-                                  meter.cpu_by_kind())
+                rounds[name].append((first, total, meter.cpu_seconds, meter.peak,
+                                     meter.cpu_by_kind(), meter.faults))
         items = count * EPOCHS
-        for name, (first, total, cpu, peak, kinds) in best.items():
-            background = idle_cpu_per_s * total
+        for name, measured in rounds.items():
+            # speed: the best round's; CPU: the mean of all rounds (one round's CPU moves
+            # by several hundredths of a ms per item, more than the differences sought)
+            first, total = min(m[0] for m in measured), min(m[1] for m in measured)
+            cpu = [m[2] / items * 1e3 for m in measured]
+            net = [(m[2] - idle_cpu_per_s * m[1]) / items * 1e3 for m in measured]
+            kinds = {k: sum(m[4][k] for m in measured) / len(measured) / items * 1e3
+                     for k in measured[0][4]}
             rows[name] = {"rate": items / total, "first_s": first,
-                          "overhead_ms": (cpu - work_cpu * items) / items * 1e3,
-                          "net_cpu_ms": (cpu - background) / items * 1e3,
-                          "peak_mib": (peak - idle.peak) / 2**20,
-                          "kinds_ms": {k: v / items * 1e3 for k, v in kinds.items()},
-                          "cpu_ms": cpu / items * 1e3}
+                          "overhead_ms": sum(cpu) / len(cpu) - work_cpu * 1e3,
+                          "net_cpu_ms": sum(net) / len(net), "net_cpu_rounds": net,
+                          "peak_mib": (max(m[3] for m in measured) - idle.peak) / 2**20,
+                          "kinds_ms": kinds, "cpu_ms": sum(cpu) / len(cpu),
+                          "faults": sum(m[5] for m in measured) / len(measured) / items}
     finally:
         ray.shutdown()
         cluster.stop()
@@ -330,10 +361,9 @@ def main(argv: list[str] | None = None) -> None:
     rec = bench_image.packed(folder, "recordio", 1)[0]
     idx = os.path.splitext(rec)[0] + ".idx"
     runs = {}
-    for settings in ("defaults", "inline"):
+    for settings, environment in SETTINGS.items():
         saved = dict(os.environ)
-        if settings == "inline":  # the cluster's processes inherit them from `ray start`
-            os.environ.update(INLINE_SETTINGS)
+        os.environ.update(environment)  # the trainer's and, through it, `ray start`'s
         try:
             runs[settings] = ray_cluster.run_in_namespace(
                 str(HERE / "bench_ray.py"), "--inside", str(folder), rec, idx,
@@ -350,50 +380,65 @@ def main(argv: list[str] | None = None) -> None:
         run = runs[settings]
         r = run[key]
         kinds = r["kinds_ms"]
-        ray_overhead = r["net_cpu_ms"] - run["process"]["net_cpu_ms"]
+        overhead = ""
+        if key != "process":  # the mean, then the range of the rounds (each with its process round)
+            spread = [a - b for a, b in zip(r["net_cpu_rounds"], run["process"]["net_cpu_rounds"])]
+            overhead = (f"{r['net_cpu_ms'] - run['process']['net_cpu_ms']:+.3f} "
+                        f"({min(spread):+.2f} to {max(spread):+.2f})")
         return [label, f"{r['rate']:,.0f}/s", f"{r['first_s']:.2f} s", f"{r['cpu_ms']:.3f}",
-                f"{r['overhead_ms']:.3f}", "" if key == "process" else f"{ray_overhead:+.3f}",
+                f"{r['overhead_ms']:.3f}", overhead, f"{r['faults']:.1f}",
                 f"{r['peak_mib']:,.0f} MiB",
                 harness.ratio(result["ray"]["rate"], r["rate"]), goal,
                 f"{kinds['trainer']:.2f}", f"{kinds['workers']:.2f}", f"{kinds['ray node']:.2f}"]
 
+    goal = "Ray overhead <= 0.15"
     table = harness.markdown_table(
         ["pipeline", "images/s", "first batch", "CPU-ms/item", "over one thread's work",
-         "Ray overhead CPU-ms/item", "peak memory above idle cluster", "feedline ray / row",
-         "goal", "trainer CPU-ms/item", "workers CPU-ms/item", "Ray node processes CPU-ms/item"],
-        [row("feedline `backend=\"ray\"` (2 slots, 2-node cluster, Ray's default settings)",
-             "defaults", "ray", "Ray overhead <= 0.15"),
-         row("feedline `backend=\"ray\"`, cluster with the recommended settings (results in "
-             "the task replies)", "inline", "ray", "Ray overhead <= 0.15"),
-         row("feedline `backend=\"process\"` (2 workers; beside the first cluster)",
-             "defaults", "process"),
-         row("feedline `backend=\"process\"` (2 workers; beside the second cluster)",
-             "inline", "process"),
-         row(f"Ray Data {ray.__version__}: read_binary_files + map + iter_torch_batches",
-             "defaults", "ray_data", ">= 1.3x")])
+         "Ray overhead CPU-ms/item (rounds' range)", "page faults/item",
+         "peak memory above idle cluster",
+         "feedline ray / row", "goal", "trainer CPU-ms/item", "workers CPU-ms/item",
+         "Ray node processes CPU-ms/item"],
+        [row("feedline `backend=\"ray\"` (2 slots, 2-node cluster), cluster A: Ray's defaults",
+             "defaults", "ray", goal),
+         row("feedline `backend=\"ray\"`, cluster B: Ray's settings for large results "
+             "(results in the task replies)", "inline", "ray", goal),
+         row("feedline `backend=\"ray\"`, cluster C: the recommended settings (B's and the "
+             "allocator's)", "recommended", "ray", goal),
+         row("feedline `backend=\"process\"` (2 workers), beside cluster A", "defaults",
+             "process"),
+         row("feedline `backend=\"process\"`, beside cluster B", "inline", "process"),
+         row("feedline `backend=\"process\"`, beside cluster C (same environment)",
+             "recommended", "process"),
+         row(f"Ray Data {ray.__version__}: read_binary_files + map + iter_torch_batches "
+             "(cluster A)", "defaults", "ray_data", ">= 1.3x")])
+    environment = " ".join(f"{k}={v}" for k, v in SETTINGS["recommended"].items())
     text = (
         "## Ray: feedline on a cluster vs feedline processes vs Ray Data\n\n"
         f"Read + decode + RandomResizedCrop 224 + mirror + batches of {BATCH} consumed as torch "
         f"tensors, epochs over {args.count} JPEGs of 400-520 px width "
-        f"({folder.name}, `benchmarks/make_images.py`), "
-        f"the best of {ROUNDS} rounds (each a warm-up epoch and {EPOCHS} measured ones; the "
-        "rounds interleave the pipelines, so the shared machine's load hits all alike). "
-        "Ray runs a head and a second node (one CPU each) on the same 2 cores, inside a "
-        "loopback-only network namespace: once with Ray's default settings, once started "
-        "with the settings the scale-out guide recommends for results over 100 KiB "
-        "(`RAY_max_direct_call_object_size=34603008 RAY_task_rpc_inlined_bytes_limit=34603008` "
-        "in the environment of `ray start`), each run with a process row beside it. CPU-ms/item: CPU seconds of every process of the "
+        f"({folder.name}, `benchmarks/make_images.py`), {ROUNDS} rounds (each a warm-up "
+        f"epoch and {EPOCHS} measured ones; the rounds interleave the pipelines, so the "
+        "shared machine's load hits all alike): images/s and first batch from the best "
+        "round, CPU per image the mean of the rounds. Ray runs a head and a second node (one "
+        "CPU each) on the same 2 cores, inside a loopback-only network namespace, three "
+        "times: cluster A with Ray's default settings; B with Ray's two settings for large "
+        "results; C with the settings the scale-out guide recommends, B's and glibc's "
+        f"allocator's (`{environment}`, in the environment of `ray start` and of the "
+        "trainer). Each cluster's run has a process row beside it, run by the same trainer "
+        "process in the same environment. CPU-ms/item: CPU seconds of every process of the "
         "pipeline (trainer, workers, Ray's node processes) per image. Over one thread's "
         "work: that less the CPU the same work takes in one warmed-up thread "
         f"({result['work_cpu_ms']:.2f} ms per image); the process row's share is what running "
         "two workers and a trainer on two cores costs without Ray. Ray overhead: the row's "
         "CPU per image less its run's process row's, each less the share of what the idle "
         "cluster's own processes burn meanwhile "
-        f"({result['idle_cpu_per_s'] * 1e3:.0f} CPU-ms per second, measured for 3 s before the "
-        "runs; they run during every row, the process row included), which is what moving "
-        "the stage onto Ray costs per image. Peak memory: the summed "
-        "resident memory of those processes at their peak, less that of the idle cluster "
-        f"({result['idle_mib']:,.0f} MiB).\n\n"
+        f"({result['idle_cpu_per_s'] * 1e3:.0f} CPU-ms per second on cluster A, measured for "
+        "3 s before the runs; they run during every row, the process row included), which is "
+        "what moving the stage onto Ray costs per image: the mean of the rounds, and in "
+        "brackets the least and the most of one round against its process round. Page "
+        "faults: minor page faults of those processes per image (the mean of the rounds). Peak "
+        "memory: the summed resident memory of those processes at their peak, less that of "
+        f"the idle cluster ({result['idle_mib']:,.0f} MiB).\n\n"
         f"{table}\n\n{NOTE}\n\nCommand: `python benchmarks/bench_ray.py --count {args.count}`\n")
     harness.write_section("ray", text)
     print(text)

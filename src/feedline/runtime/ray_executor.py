@@ -22,10 +22,11 @@ initialised yet; with neither, :class:`~feedline.exceptions.ClusterUnavailableEr
   ``RAY_max_direct_call_object_size`` and ``RAY_task_rpc_inlined_bytes_limit`` set to
   ``34603008`` (33 MiB, above the 32 MiB a chunk carries at most) in their environment
   sends each chunk in the task's reply instead, straight to the trainer: the raylets
-  take no part, which saves about 0.12 CPU-ms and half the memory per such image (see
-  the scale-out guide). feedline does not set them per task: tasks with a
-  ``runtime_env`` of their own wait for Ray worker processes of their own, and Ray
-  then placed them on fewer nodes than it had.
+  take no part. Each reply then needs 20-30 MB buffers on both ends; with glibc's
+  allocator told to keep them (``GLIBC_TUNABLES``, in the scale-out guide) they are
+  reused rather than mapped and zero-filled afresh each time. feedline does not set the
+  Ray settings per task: tasks with a ``runtime_env`` of their own wait for Ray worker
+  processes of their own, and Ray then placed them on fewer nodes than it had.
 * **Bound.** ``buffer_size`` bounds the items in flight (pulled and not yet yielded),
   as on every backend.
 * **Resources.** :class:`~feedline.RayOptions` (``map(..., execution=ExecutionOptions(
