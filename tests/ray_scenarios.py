@@ -106,6 +106,14 @@ def slow_decode(record: bytes) -> np.ndarray:
     return decode_augment(record)
 
 
+def node_of(item: int) -> str:
+    """The id of the node that maps ``item`` (after 2 ms of work)."""
+    import ray
+
+    time.sleep(0.002)
+    return ray.get_runtime_context().get_node_id()
+
+
 def fail_at_seven(record: bytes) -> np.ndarray:
     """Raises for the record at output position 7 (logging each call to count retries)."""
     out = decode_augment(record)
@@ -212,6 +220,16 @@ def _scenarios(workdir: str, cluster, results: dict) -> None:
     results["stream"] = stream.map(abs, num_workers=2, backend="ray").to_list()
     results["unordered"] = sorted(Dataset.range(30).map(
         abs, num_workers=2, backend="ray", ordered=False).to_list())
+
+    # 1d. the tasks of every epoch spread over both nodes, pipeline after pipeline (under
+    # Ray's default strategy, a raylet's stale view of the other node once sent every
+    # later task of the run to one node)
+    spread = []
+    for _ in range(3):
+        ds = Dataset.range(300).map(node_of, num_workers=2, backend="ray")
+        spread.append([len(set(ds.to_list())) for _ in range(4)])
+        ds.close()
+    results["spread"] = spread
 
     # 1c. ImageRecordIter's decode stage on the cluster: the batches of processes
     results["image_iter"] = {b: image_iter_digests(workdir, b) for b in ("process", "ray")}

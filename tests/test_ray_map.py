@@ -42,6 +42,11 @@ def test_stream_inputs_and_unordered_maps_run_on_ray(report):
     assert report["unordered"] == list(range(30))
 
 
+def test_every_epoch_of_every_pipeline_runs_on_both_nodes(report):
+    # 3 pipelines one after another, 4 epochs each: the number of nodes that mapped items
+    assert report["spread"] == [[2, 2, 2, 2]] * 3
+
+
 def test_each_epoch_draws_anew_and_identically_on_both_backends(report):
     assert report["ray_epoch2"] == report["process_epoch2"]
     assert report["ray_epoch2"] != report["ray"]

@@ -57,7 +57,7 @@ from typing import Any
 from feedline._internal.pid import host_tag, left_by_dead_writers
 from feedline.exceptions import ClusterUnavailableError, PipelineError
 from feedline.image.listfile import write_list
-from feedline.runtime.ray_executor import connect, reachable
+from feedline.runtime.ray_executor import SCHEDULING, connect, reachable
 from feedline.runtime.workers import pack_exception, unpack_exception
 
 __all__ = ["pack_with_tasks", "chunk_ranges"]
@@ -204,7 +204,8 @@ class _Tasks:
 
     def run(self, fn: Any, calls: Sequence[tuple], on_done: Callable[[int, dict], None]) -> list[dict]:
         remote = self.ray.remote(fn).options(num_cpus=1, max_retries=3, retry_exceptions=False,
-                                             name=f"feedline:{_STAGE}")
+                                             name=f"feedline:{_STAGE}",
+                                             scheduling_strategy=SCHEDULING)
         results: list[dict | None] = [None] * len(calls)
         todo = iter(enumerate(calls))
         try:

@@ -27,6 +27,12 @@ initialised yet; with neither, :class:`~feedline.exceptions.ClusterUnavailableEr
   reused rather than mapped and zero-filled afresh each time. feedline does not set the
   Ray settings per task: tasks with a ``runtime_env`` of their own wait for Ray worker
   processes of their own, and Ray then placed them on fewer nodes than it had.
+* **Placement.** Tasks are spread over the nodes (Ray's ``"SPREAD"`` strategy,
+  :data:`SCHEDULING`), as Ray Data's are. Under Ray's default strategy a raylet that
+  had spilled a lease request to another node could keep counting that node's CPU as
+  taken after the request was withdrawn; it then queued every later task behind its
+  own busy CPU, and all of a pipeline's tasks ran on one node for the rest of the run
+  (half the rate on the 2-node benchmark cluster, in some runs from the second epoch).
 * **Bound.** ``buffer_size`` bounds the items in flight (pulled and not yet yielded),
   as on every backend.
 * **Resources.** :class:`~feedline.RayOptions` (``map(..., execution=ExecutionOptions(
@@ -78,10 +84,11 @@ from feedline.exceptions import (
 from feedline.runtime.executor import Slot, SlotExecutor, run_chunk
 from feedline.runtime.workers import pack_entries, pack_exception, unpack_entries, unpack_exception
 
-__all__ = ["RayExecutor", "RayActorExecutor", "check_ray_options", "cluster_cpus", "reachable",
-           "require_ray"]
+__all__ = ["SCHEDULING", "RayExecutor", "RayActorExecutor", "check_ray_options", "cluster_cpus",
+           "reachable", "require_ray"]
 
 _OPTIONS = ("chunk_seconds", "depth", "max_retries", "num_cpus", "resources")
+SCHEDULING = "SPREAD"  # Ray's scheduling strategy for feedline's tasks (see "Placement")
 _PROBE_SECONDS = 3.0  # how long a liveness probe of the cluster may take
 
 
@@ -257,7 +264,7 @@ class RayExecutor(SlotExecutor):
                 f"(they must pickle with cloudpickle): {exc}") from exc
         self._task = ray.remote(_run_task).options(
             num_cpus=num_cpus, resources=dict(resources or {}), max_retries=max_retries,
-            retry_exceptions=False, name=f"feedline:{stage}")
+            retry_exceptions=False, name=f"feedline:{stage}", scheduling_strategy=SCHEDULING)
         self._slots: list[_RaySlot] = []
         self.add_workers(workers)
 
