@@ -28,11 +28,11 @@ initialised yet; with neither, :class:`~feedline.exceptions.ClusterUnavailableEr
   Ray settings per task: tasks with a ``runtime_env`` of their own wait for Ray worker
   processes of their own, and Ray then placed them on fewer nodes than it had.
 * **Placement.** Tasks are spread over the nodes (Ray's ``"SPREAD"`` strategy,
-  :data:`SCHEDULING`), as Ray Data's are. Under Ray's default strategy a raylet that
-  had spilled a lease request to another node could keep counting that node's CPU as
-  taken after the request was withdrawn; it then queued every later task behind its
-  own busy CPU, and all of a pipeline's tasks ran on one node for the rest of the run
-  (half the rate on the 2-node benchmark cluster, in some runs from the second epoch).
+  :data:`SCHEDULING`), as Ray Data's are. Under Ray's default strategy the head's
+  raylet was seen to go on counting the other node's CPU as taken while that node sat
+  idle; it then queued every later task behind its own busy CPU, and all of a
+  pipeline's tasks ran on one node for the rest of the run (half the rate on the
+  2-node benchmark cluster, in some runs from the second epoch).
 * **Bound.** ``buffer_size`` bounds the items in flight (pulled and not yet yielded),
   as on every backend.
 * **Resources.** :class:`~feedline.RayOptions` (``map(..., execution=ExecutionOptions(
