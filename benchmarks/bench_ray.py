@@ -73,8 +73,9 @@ NOTE = (
     "buffers on both ends that glibc maps from the kernel and hands back after: the page "
     "faults column, each fault a page zero-filled first. On C the allocator settings keep "
     "those buffers in one heap for reuse. With tiny "
-    "results, feedline on Ray costs what feedline's processes cost. Rounds of one run "
-    "differ by up to 0.3 CPU-ms per image on this shared 2-core machine, and separate runs "
+    "results, feedline on Ray costs what feedline's processes cost. One round's Ray "
+    "overhead lies up to 0.3 CPU-ms per image from its run's mean on this shared 2-core "
+    "machine, and separate runs "
     "move the rates by up to 2x (other jobs' load): compare the means of the rows of one "
     "run."
 )
