@@ -72,12 +72,10 @@ NOTE = (
     "the trainer and the raylets take no part, but each reply (20-30 MB) needs fresh "
     "buffers on both ends that glibc maps from the kernel and hands back after: the page "
     "faults column, each fault a page zero-filled first. On C the allocator settings keep "
-    "those buffers in one heap for reuse. With tiny "
-    "results, feedline on Ray costs what feedline's processes cost. One round's Ray "
-    "overhead lies up to 0.3 CPU-ms per image from its run's mean on this shared 2-core "
-    "machine, and separate runs "
-    "move the rates by up to 2x (other jobs' load): compare the means of the rows of one "
-    "run."
+    "those buffers in one heap for reuse. With tiny results, feedline on Ray costs what "
+    "feedline's processes cost. One round's Ray overhead lies up to 0.3 CPU-ms per image "
+    "from its run's mean on this shared 2-core machine, and separate runs move the rates "
+    "by up to 2x (other jobs' load): compare the means of the rows of one run."
 )
 _AUG = None
 
@@ -166,23 +164,19 @@ class Meter:
     def __init__(self) -> None:
         self.peak = 0
         self._stop = threading.Event()
-        self._last: dict[int, int] = {}
-        self._first: dict[int, int] = {}
-        self._faults_last: dict[int, int] = {}
-        self._faults_first: dict[int, int] = {}
+        self._last: dict[int, tuple[int, int]] = {}  # pid -> (ticks, faults)
+        self._first: dict[int, tuple[int, int]] = {}
         self._kinds: dict[int, str] = {}
 
     def _sample(self) -> None:
         total = 0
         for pid in _marked():
             try:
-                (ticks, faults), rss = _ticks_and_faults(pid), _rss(pid)
+                counts, rss = _ticks_and_faults(pid), _rss(pid)
             except OSError:
                 continue
-            self._first.setdefault(pid, ticks)
-            self._last[pid] = ticks
-            self._faults_first.setdefault(pid, faults)
-            self._faults_last[pid] = faults
+            self._first.setdefault(pid, counts)
+            self._last[pid] = counts
             if pid not in self._kinds:
                 self._kinds[pid] = _kind(pid)
             total += rss
@@ -191,7 +185,6 @@ class Meter:
     def __enter__(self) -> Meter:
         self._sample()
         self._first = dict(self._last)
-        self._faults_first = dict(self._faults_last)
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
         return self
@@ -205,23 +198,25 @@ class Meter:
         self._thread.join()
         self._sample()
 
+    def _delta(self, pid: int, which: int) -> int:
+        """How far counter ``which`` (0: CPU ticks, 1: page faults) of ``pid`` moved."""
+        return self._last[pid][which] - self._first.get(pid, (0, 0))[which]
+
     def cpu_by_kind(self) -> dict[str, float]:
         """CPU seconds per kind of process (see :func:`_kind`)."""
         out = {"trainer": 0.0, "workers": 0.0, "ray node": 0.0}
-        for pid, ticks in self._last.items():
-            kind = self._kinds.get(pid, "workers")
-            out[kind] += (ticks - self._first.get(pid, 0)) / os.sysconf("SC_CLK_TCK")
+        for pid in self._last:
+            out[self._kinds.get(pid, "workers")] += self._delta(pid, 0) / os.sysconf("SC_CLK_TCK")
         return out
 
     @property
     def faults(self) -> int:
         """Minor page faults of the marked processes while it ran."""
-        return sum(v - self._faults_first.get(p, 0) for p, v in self._faults_last.items())
+        return sum(self._delta(pid, 1) for pid in self._last)
 
     @property
     def cpu_seconds(self) -> float:
-        return sum(self._last[p] - self._first.get(p, 0) for p in self._last) / os.sysconf(
-            "SC_CLK_TCK")
+        return sum(self._delta(pid, 0) for pid in self._last) / os.sysconf("SC_CLK_TCK")
 
 
 def consume(batches, count: int) -> tuple[float, float]:
@@ -246,9 +241,9 @@ def consume(batches, count: int) -> tuple[float, float]:
 
 
 def inside(folder: str, rec: str, idx: str, count: int, settings: str, out: str) -> None:
-    """The measurements, inside the namespace: with ``settings == "defaults"`` the
-    process, Ray and Ray Data pipelines; else the process and Ray pipelines (the cluster
-    started with ``INLINE_SETTINGS`` in its environment)."""
+    """The measurements, inside the namespace, on a cluster started in this process's
+    environment (``SETTINGS[settings]``): with ``settings == "defaults"`` the process, Ray
+    and Ray Data pipelines; else the process and Ray pipelines."""
     import ray
 
     from feedline import Dataset

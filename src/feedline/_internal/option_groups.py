@@ -3,9 +3,9 @@ deprecated flat keywords they replace.
 
 A function that groups options keeps, for one release, the old flat keywords with the
 default :data:`~feedline._internal.validate.UNSET` (so "not passed" differs from every
-value, ``None`` included) and folds them into the group with :func:`regroup`: each old keyword passed issues a
-``DeprecationWarning`` naming the new spelling; the same option given both ways with
-different values is a ``TypeError``.
+value, ``None`` included) and folds them into the group with :func:`regroup`: each old
+keyword passed issues a ``DeprecationWarning`` naming the new spelling; the same option
+given both ways with different values is a ``TypeError``.
 
 >>> from dataclasses import dataclass
 >>> @dataclass(frozen=True, kw_only=True)
@@ -38,7 +38,6 @@ __all__ = ["regroup", "check_group"]
 G = TypeVar("G")
 
 
-
 def _default(field: dataclasses.Field) -> Any:
     if field.default is not dataclasses.MISSING:
         return field.default
@@ -66,13 +65,15 @@ def check_group(name: str, cls: type[G], value: Any) -> G | None:
 def regroup(param: str, cls: type[G], group: G | None, old: Mapping[str, Any], *,
             fields: Mapping[str, str] | None = None, stacklevel: int = 3) -> G:
     """The option group ``param`` (a ``cls`` or ``None``: the defaults) with the deprecated
-    flat keywords of ``old`` (name -> value, :data:`~feedline._internal.validate.UNSET` when not passed) folded in.
+    flat keywords of ``old`` (name -> value, :data:`~feedline._internal.validate.UNSET`
+    when not passed) folded in.
 
     Args:
         param: the group's parameter name, as the caller's signature spells it.
         cls: the group's dataclass.
         group: the group the caller passed, or ``None``.
-        old: each deprecated keyword's name and value (:data:`~feedline._internal.validate.UNSET`: not passed).
+        old: each deprecated keyword's name and value
+            (:data:`~feedline._internal.validate.UNSET`: not passed).
         fields: the field of ``cls`` an old keyword sets, where the names differ
             (``{"ray_options": "ray"}``); by default the field of the same name.
         stacklevel: the warning's stack level, counted from this function (3: the

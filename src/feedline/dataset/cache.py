@@ -76,6 +76,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import shutil
 import types
 import uuid
@@ -84,7 +85,7 @@ from typing import Any
 import numpy as np
 
 from feedline._internal.atomic import replace_file
-from feedline._internal.pid import host_tag, pid_alive
+from feedline._internal.pid import host_tag, left_by_dead_writers
 from feedline._internal.state import confined_name, state_bool, state_int, state_list
 from feedline._internal.validate import positive_int
 from feedline.dataset.base import BuildContext, Dataset
@@ -98,6 +99,8 @@ logger = logging.getLogger(__name__)
 
 _MANIFEST = "manifest.json"
 _STAGING = ".staging-"
+# a staging folder's name: _STAGING + <fingerprint>-<host>-<pid>-<random>
+_STAGING_NAME = re.compile(re.escape(_STAGING) + r"[^-]+-(?P<host>[^-]+)-(?P<pid>\d+)-[^-]+$")
 _CLOSED = "CLOSED"
 _FORMAT = "feedline-cache-1"
 _SKIP_ATTRS = {"_iterations", "_items", "_pool", "_pools", "_lock", "_fingerprint"}
@@ -576,17 +579,13 @@ class _WriteIterator(DatasetIterator):
         os.mkdir(self._staging)
 
     def _clean_stale(self) -> None:
-        host = host_tag()
-        for entry in os.listdir(self._ds.path):
-            if not entry.startswith(_STAGING):
-                continue
-            full = os.path.join(self._ds.path, entry)
-            fields = entry[len(_STAGING):].split("-")
-            stale = os.path.exists(os.path.join(full, _CLOSED))
-            if len(fields) == 4 and fields[1] == host and fields[2].isdigit():
-                stale = stale or not pid_alive(int(fields[2]))
-            if stale:
-                shutil.rmtree(full, ignore_errors=True)
+        """Remove staging folders that were closed, or whose writer (of this machine) died."""
+        path = self._ds.path
+        stale = set(left_by_dead_writers(path, _STAGING, _STAGING_NAME))
+        stale.update(entry for entry in os.listdir(path) if entry.startswith(_STAGING)
+                     and os.path.exists(os.path.join(path, entry, _CLOSED)))
+        for entry in stale:
+            shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
 
     def _abandon(self, exc: BaseException) -> None:
         """Drop the cache being written (a full disk, an item that does not pickle) and
